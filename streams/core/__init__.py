@@ -1,0 +1,1 @@
+"""Pure crawl logic: no Kafka imports here, so every piece is unit-testable on its own."""

@@ -1,0 +1,1 @@
+"""The bundled demo web: a deterministic synthetic web served on loopback."""

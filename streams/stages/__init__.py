@@ -1,0 +1,1 @@
+"""The Faust agents: thin loops over streams.core."""
