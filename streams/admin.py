@@ -1,0 +1,56 @@
+"""Create the crawl's topics before any client touches them.
+
+Declaring topics up front with their partition counts matters: a broker that
+auto-creates a topic on first produce gives it *its* default partition count,
+and then the topic no longer matches the tables co-partitioned with it.
+"""
+
+from __future__ import annotations
+
+from confluent_kafka.admin import AdminClient, NewTopic
+
+import topology
+from streams.settings import Settings
+
+
+class TopologyMismatch(RuntimeError):
+    """An existing topic has a different partition count than the settings ask for."""
+
+
+def expected_partitions(settings: Settings) -> dict[str, int]:
+    return {
+        topology.topic_name(settings.app_id, spec): settings.partitions if spec.scaled else 1
+        for spec in topology.TOPICS
+    }
+
+
+def ensure_topics(settings: Settings, timeout: float = 20.0) -> list[str]:
+    """Create missing topics; returns the names created. Raises on a partition mismatch."""
+    admin = AdminClient({"bootstrap.servers": settings.bootstrap})
+    metadata = admin.list_topics(timeout=timeout)
+    wanted = expected_partitions(settings)
+    for name, count in wanted.items():
+        existing = metadata.topics.get(name)
+        found = len(existing.partitions) if existing is not None and existing.error is None else 0
+        if found and found != count:
+            raise TopologyMismatch(
+                f"topic {name} has {found} partitions, settings ask for "
+                f"{count}: use --partitions {found} or a new app id"
+            )
+    missing = [
+        NewTopic(name, num_partitions=count, replication_factor=-1)
+        for name, count in wanted.items()
+        if name not in metadata.topics or metadata.topics[name].error is not None
+    ]
+    if not missing:
+        return []
+    futures = admin.create_topics(missing, operation_timeout=timeout, request_timeout=timeout)
+    created = []
+    for name, future in futures.items():
+        try:
+            future.result(timeout=timeout)
+            created.append(name)
+        except Exception as exc:
+            if "TOPIC_ALREADY_EXISTS" not in str(exc):
+                raise
+    return created

@@ -1,0 +1,273 @@
+"""The app factory: one Faust app, built from one Settings object.
+
+`create_app(settings)` declares the topics (from topology/), the tables and one
+agent per stage; the agents are short loops that decode a message, hand it to the
+stage's function, and flush that stage's outbox. Nothing here runs at import time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import faust
+
+import topology
+from streams import codec
+from streams.admin import ensure_topics
+from streams.core.fetching import FetchConfig, Fetcher
+from streams.core.filters import FilterConfig
+from streams.core.frontier import Frontier, Politeness
+from streams.core.pagestore import PageStore
+from streams.core.seeds import InvalidSeed
+from streams.kafka_tuning import set_fetch_max_wait
+from streams.settings import Settings
+from streams.stages import dedup, frontier, link_extract, parse, seeds, url_filter, url_seen
+from streams.stages.context import Outbox, StageContext
+from streams.stages.fetch import FetchStage
+from topology import TopicSpec
+
+log = logging.getLogger("seine")
+
+#: A stage step: (partition, decoded record, outbox) → maybe awaitable.
+Step = Callable[[int, Any, Outbox], object]
+
+
+@dataclass
+class SeineApp:
+    """The Faust app plus the handles a CLI command or a test needs."""
+
+    app: faust.App
+    settings: Settings
+    ctx: StageContext
+    frontier: Frontier
+    store: PageStore
+    fetch: FetchStage
+    until_idle: bool = False
+    initial_seeds: list[str] = field(default_factory=list)
+    exit_code: int = 0
+    idle_since: float | None = None
+    worker: Any = None
+    on_progress: Callable[[SeineApp], None] | None = None
+    finished: bool = False
+
+    def stop(self, code: int = 0) -> None:
+        """Ask the worker to shut down (from inside the loop)."""
+        self.exit_code = code
+        self.finished = True
+        if self.worker is not None:
+            self.worker._schedule_shutdown(signal.SIGTERM)
+
+
+def faust_app(settings: Settings) -> faust.App:
+    data = Path(settings.data_dir)
+    set_fetch_max_wait(settings.fetch_max_wait_ms)
+    return faust.App(
+        settings.app_id,
+        broker=f"kafka://{settings.bootstrap}",
+        store="rocksdb://",
+        datadir=str(data / "faust"),
+        topic_partitions=settings.partitions,
+        topic_allow_declare=True,
+        topic_disable_leader=True,
+        web_enabled=settings.web_enabled,
+        web_bind=settings.web_bind,
+        web_port=settings.web_port,
+        broker_session_timeout=settings.session_timeout,
+        broker_rebalance_timeout=settings.rebalance_timeout,
+        broker_heartbeat_interval=settings.heartbeat_interval,
+        consumer_auto_offset_reset="earliest",
+        producer_max_request_size=16 * 1024 * 1024,
+        consumer_max_fetch_size=16 * 1024 * 1024,
+        producer_linger_ms=2,
+        stream_buffer_maxsize=4096,
+        table_cleanup_interval=60.0,
+    )
+
+
+def create_app(settings: Settings) -> SeineApp:
+    """Declare topics, tables and agents for one worker with these settings."""
+    if not settings.bootstrap:
+        raise ValueError("settings.bootstrap is empty: start a broker (or the embedded one) first")
+    app = faust_app(settings)
+    ctx = StageContext(app, settings)
+    n = settings.partitions
+
+    def table(name: str) -> Any:
+        return app.Table(name, default=None, partitions=n, key_type=str)
+
+    seen_table = table("seen")
+    scope_table = table("scope")
+    hosts_table = table("hosts")
+    queue_table = table("queue")
+    fingerprint_table = table("fingerprints")
+
+    policy = Politeness(
+        delay=settings.delay,
+        max_crawl_delay=settings.max_crawl_delay,
+        response_time_factor=settings.response_time_factor,
+        user_agent=settings.user_agent,
+        fetch_lease=settings.fetch_lease,
+        robots_retry=settings.robots_retry,
+        max_pages=settings.max_pages,
+    )
+    the_frontier = Frontier(hosts_table, queue_table, policy, ctx.host_partition)
+    ctx.busy_checks.append(
+        lambda: (
+            the_frontier.in_flight > 0
+            or (the_frontier.queued > 0 and not the_frontier.budget_exhausted())
+        )
+    )
+    store = PageStore(
+        Path(settings.data_dir) / "pages", segment_max_bytes=settings.segment_max_bytes
+    )
+    fetcher = Fetcher(
+        FetchConfig(
+            user_agent=settings.user_agent,
+            connect_timeout=settings.connect_timeout,
+            read_timeout=settings.read_timeout,
+            total_timeout=settings.total_timeout,
+            max_body_bytes=settings.max_body_bytes,
+            allow_private=settings.allow_private,
+            resolve=dict(settings.resolve),
+        )
+    )
+    fetch_stage = FetchStage(ctx, fetcher, settings.max_in_flight)
+    seine = SeineApp(app, settings, ctx, the_frontier, store, fetch_stage)
+    filter_config = FilterConfig(max_depth=settings.max_depth, same_host=settings.same_host)
+    ticks_pending: set[int] = set()
+
+    def agent(spec: TopicSpec, stage: str, step: Step, *, decode: bool = True) -> None:
+        """Declare the agent of one stage: decode, step, flush, count; errors → dead letters."""
+        out = ctx.outbox()
+
+        async def loop(stream: Any) -> None:
+            async for event in stream.events():
+                partition = event.message.partition
+                try:
+                    value = event.value
+                    record = codec.decode(spec.schema, value) if decode else value
+                    result = step(partition, record, out)
+                    if asyncio.iscoroutine(result):
+                        await result
+                except (codec.DecodeError, InvalidSeed) as exc:
+                    await ctx.dead_letter(stage, event, str(exc))
+                except Exception as exc:  # a stage survives any message
+                    log.exception("%s failed on a message", stage)
+                    await ctx.dead_letter(stage, event, f"{type(exc).__name__}: {exc}")
+                try:
+                    await out.flush()
+                finally:
+                    ctx.counters.done[spec.name] += 1
+
+        loop.__name__ = loop.__qualname__ = stage.replace("-", "_")
+        app.agent(ctx.topic(spec), name=stage)(loop)
+
+    agent(
+        topology.SEEDS,
+        "seeds",
+        lambda p, payload, out: seeds.handle(ctx, payload, out),
+        decode=False,
+    )
+    agent(
+        topology.URL_SEEN,
+        "url-seen",
+        lambda p, batch, out: url_seen.handle(p, batch, seen_table, scope_table, out),
+    )
+
+    def frontier_step(partition: int, event: dict[str, Any], out: Outbox) -> None:
+        if event["tick"]:
+            ticks_pending.discard(partition)
+        frontier.handle(partition, event, the_frontier, hosts_table.items(), out)
+
+    agent(topology.FRONTIER, "frontier", frontier_step)
+    agent(topology.FETCH, "fetch", lambda p, batch, out: fetch_stage.submit(p, batch))
+    agent(topology.PARSE, "parse", lambda p, batch, out: parse.handle(ctx, batch, out))
+    agent(
+        topology.CONTENT_DEDUP,
+        "content-dedup",
+        lambda p, batch, out: dedup.handle(ctx, batch, fingerprint_table, out),
+    )
+    agent(
+        topology.LINK_EXTRACT,
+        "link-extract",
+        lambda p, batch, out: link_extract.handle(ctx, batch, store, out),
+    )
+    agent(
+        topology.URL_FILTER,
+        "url-filter",
+        lambda p, batch, out: url_filter.handle(p, batch, filter_config, scope_table, out),
+    )
+
+    @app.timer(interval=max(0.005, settings.batch_linger))
+    async def flush_fetch_results() -> None:
+        """Fetches finish one by one; send their results in coalesced batches."""
+        await fetch_stage.out.flush()
+
+    @app.timer(interval=0.02)
+    async def wake_sleeping_hosts() -> None:
+        """Send a tick to each partition whose earliest sleeping host is due."""
+        now = time.time()
+        for partition in the_frontier.partitions():
+            wake = the_frontier.next_wake(partition)
+            due = wake is not None and wake <= now
+            lease_check = the_frontier.in_flight and int(now) % 10 == 0
+            if (due or lease_check) and partition not in ticks_pending:
+                ticks_pending.add(partition)
+                await ctx.send(
+                    topology.FRONTIER,
+                    partition,
+                    codec.encode(
+                        "frontier_event", {"new_urls": [], "completions": [], "tick": True}
+                    ),
+                )
+
+    @app.task
+    async def push_initial_seeds() -> None:
+        for url in seine.initial_seeds:
+            await ctx.send(topology.SEEDS, 0, url.encode("utf-8"))
+
+    @app.timer(interval=0.25)
+    async def watch() -> None:
+        if seine.on_progress is not None:
+            seine.on_progress(seine)
+        if not seine.until_idle or seine.finished:
+            return
+        if not ctx.idle():
+            seine.idle_since = None
+            return
+        now = time.monotonic()
+        if seine.idle_since is None:
+            seine.idle_since = now
+        elif now - seine.idle_since >= 1.0:
+            seine.stop(0)
+
+    return seine
+
+
+def run_worker(seine: SeineApp) -> int:
+    """Run the worker until it is stopped (signal, or idle with --until-idle)."""
+    ensure_topics(seine.settings)
+    worker = faust.Worker(
+        seine.app,
+        loglevel=seine.settings.log_level,
+        quiet=True,
+        redirect_stdouts=False,
+    )
+    seine.worker = worker
+    try:
+        worker.execute_from_commandline()
+    except SystemExit:
+        pass
+    finally:
+        seine.store.close()
+        with contextlib.suppress(Exception):
+            asyncio.run(seine.fetch.close())
+    return seine.exit_code

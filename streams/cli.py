@@ -1,0 +1,361 @@
+"""The `seine` command: crawl, worker, seed, get, pages, demo.
+
+Every command builds its Settings once (defaults < config file < SEINE_* env <
+flags) and hands them on; nothing reads configuration at import time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from streams.settings import Settings, load_settings, parse_resolve
+
+#: Consumer-group timeouts for the embedded broker: Tansu completes a join after
+#: about half the session timeout, so small values start a crawl in ~2 s, not ~30 s.
+EMBEDDED_GROUP_TIMEOUTS: dict[str, Any] = {
+    "session_timeout": 4.0,
+    "rebalance_timeout": 2.0,
+    "heartbeat_interval": 1.0,
+    # Tansu holds an empty fetch for the whole wait: keep hops short.
+    "fetch_max_wait_ms": 20,
+}
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", help="TOML config file (section [seine] or top level)")
+    parser.add_argument("--data-dir", dest="data_dir", help="where tables and pages live")
+    parser.add_argument("--log-level", dest="log_level", help="warning (default), info, debug")
+
+
+def _crawl_flags(parser: argparse.ArgumentParser, *, bootstrap_required: bool = False) -> None:
+    _common(parser)
+    parser.add_argument(
+        "--bootstrap",
+        required=bootstrap_required,
+        help="Kafka bootstrap HOST:PORT (default: start an embedded broker)",
+    )
+    parser.add_argument("--partitions", type=int, help="partitions per host-scoped topic")
+    parser.add_argument("--delay", type=float, help="seconds between two requests to one host")
+    parser.add_argument("--max-pages", dest="max_pages", type=int, help="stop after N pages")
+    parser.add_argument("--max-depth", dest="max_depth", type=int, help="link depth limit")
+    parser.add_argument(
+        "--same-host",
+        dest="same_host",
+        action="store_const",
+        const=True,
+        help="follow links only within the seeds' sites",
+    )
+    parser.add_argument(
+        "--allow-private",
+        dest="allow_private",
+        action="store_const",
+        const=True,
+        help="allow fetches to private and loopback addresses",
+    )
+    parser.add_argument(
+        "--resolve",
+        action="append",
+        default=[],
+        metavar="HOST=ADDR[:PORT]",
+        help="resolve HOST to ADDR (and PORT), like curl --resolve",
+    )
+    parser.add_argument("--user-agent", dest="user_agent")
+    parser.add_argument(
+        "--web-port", dest="web_port", type=int, help="serve the web API on this localhost port"
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="seine", description="Seine: a web crawler built as a stream pipeline on Kafka."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    crawl = sub.add_parser("crawl", help="crawl from seed URLs (embedded broker by default)")
+    crawl.add_argument("urls", nargs="*", help="seed URLs")
+    crawl.add_argument("--seeds-file", dest="seeds_file", help="file with one seed URL per line")
+    crawl.add_argument(
+        "--until-idle",
+        dest="until_idle",
+        action="store_true",
+        help="exit 0 once nothing is queued or in flight",
+    )
+    _crawl_flags(crawl)
+
+    worker = sub.add_parser("worker", help="join a crawl on a Kafka cluster as one more worker")
+    _crawl_flags(worker, bootstrap_required=True)
+
+    seed = sub.add_parser("seed", help="push seed URLs to a running crawl")
+    seed.add_argument("urls", nargs="+")
+    seed.add_argument("--bootstrap", required=True)
+    seed.add_argument("--priority", type=int, default=0)
+    _common(seed)
+
+    get = sub.add_parser("get", help="write the stored body of URL to stdout")
+    get.add_argument("url")
+    get.add_argument("--at", type=float, help="the capture closest to this unix time")
+    _common(get)
+
+    pages = sub.add_parser("pages", help="list stored URLs, one per line")
+    _common(pages)
+
+    demo = sub.add_parser("demo", help="serve the bundled demo web on loopback and crawl it")
+    demo.add_argument("--hosts", type=int, default=20)
+    demo.add_argument("--pages", type=int, default=30)
+    demo.add_argument("--seed", type=int, default=1)
+    _crawl_flags(demo)
+    return parser
+
+
+def _settings_from(args: argparse.Namespace, **extra: Any) -> Settings:
+    overrides: dict[str, Any] = {}
+    for name in (
+        "data_dir",
+        "log_level",
+        "bootstrap",
+        "partitions",
+        "delay",
+        "max_pages",
+        "max_depth",
+        "same_host",
+        "allow_private",
+        "user_agent",
+        "web_port",
+    ):
+        value = getattr(args, name, None)
+        if value is not None:
+            overrides[name] = value
+    if getattr(args, "web_port", None):
+        overrides["web_enabled"] = True
+    resolve = getattr(args, "resolve", None)
+    if resolve:
+        overrides["resolve"] = parse_resolve(resolve)
+    overrides.update(extra)
+    return load_settings(getattr(args, "config", None), overrides=overrides)
+
+
+@contextlib.contextmanager
+def broker_for(settings: Settings) -> Iterator[Settings]:
+    """Yield settings pointing at a broker: the given one, or an embedded one for the duration."""
+    if settings.bootstrap:
+        yield settings
+        return
+    from streams.broker import EmbeddedBroker
+
+    Path(settings.data_dir).mkdir(parents=True, exist_ok=True)
+    with EmbeddedBroker(log_path=Path(settings.data_dir) / "broker.log") as broker:
+        defaults = Settings()
+        tuned = {
+            name: value
+            for name, value in EMBEDDED_GROUP_TIMEOUTS.items()
+            if getattr(settings, name) == getattr(defaults, name)
+        }
+        yield settings.with_overrides(bootstrap=broker.bootstrap, **tuned)
+
+
+class Progress:
+    """Live progress on a terminal (rich), plain periodic lines otherwise."""
+
+    def __init__(self, interactive: bool) -> None:
+        self.interactive = interactive
+        self._last_line = 0.0
+        self._status: Any = None
+        if interactive:
+            from rich.console import Console
+
+            self._console = Console(stderr=True)
+            self._status = self._console.status("starting…")
+            self._status.start()
+
+    def line(self, seine: Any) -> str:
+        counters = seine.ctx.counters
+        elapsed = max(1e-6, time.time() - counters.started_at)
+        fetched = counters.outcomes.get("fetched", 0)
+        errors = sum(counters.outcomes.get(k, 0) for k in ("error", "http-error", "blocked"))
+        return (
+            f"pages {counters.pages_stored}  fetched {fetched}  "
+            f"{fetched / elapsed:.0f} pages/s  queued {seine.frontier.queued}  "
+            f"in flight {counters.fetch_in_flight}  errors {errors}  "
+            f"dead letters {counters.dead_letters}"
+        )
+
+    def __call__(self, seine: Any) -> None:
+        if self._status is not None:
+            self._status.update(self.line(seine))
+        elif time.monotonic() - self._last_line >= 5.0:
+            self._last_line = time.monotonic()
+            print(self.line(seine), file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self._status is not None:
+            self._status.stop()
+
+
+def _read_seeds(args: argparse.Namespace) -> list[str]:
+    seeds = list(args.urls or [])
+    if getattr(args, "seeds_file", None):
+        for line in Path(args.seeds_file).read_text("utf-8").splitlines():
+            if line.strip() and not line.lstrip().startswith("#"):
+                seeds.append(line.strip())
+    return seeds
+
+
+def run_crawl(settings: Settings, seeds: list[str], until_idle: bool) -> int:
+    from streams.app import create_app, run_worker
+
+    with broker_for(settings) as effective:
+        seine = create_app(effective)
+        seine.until_idle = until_idle
+        seine.initial_seeds = seeds
+        progress = Progress(sys.stderr.isatty())
+        seine.on_progress = progress
+        started = time.time()
+        try:
+            code = run_worker(seine)
+        finally:
+            progress.close()
+        elapsed = time.time() - started
+        c = seine.ctx.counters
+        fetched = c.outcomes.get("fetched", 0)
+        print(
+            f"seine: {c.pages_stored} pages stored, {fetched} fetched in {elapsed:.1f}s "
+            f"({fetched / max(elapsed, 1e-6):.0f} pages/s), "
+            f"{c.outcomes.get('duplicate', 0)} duplicates, "
+            f"{c.outcomes.get('robots-disallowed', 0)} disallowed by robots, "
+            f"{sum(c.outcomes.get(k, 0) for k in ('error', 'http-error', 'blocked'))} errors, "
+            f"{c.dead_letters} dead letters; data in {effective.data_dir}",
+            flush=True,
+        )
+        return code
+
+
+def cmd_seed(args: argparse.Namespace) -> int:
+    from confluent_kafka import Producer
+
+    import topology
+    from streams.core.partitioning import partition_for
+    from streams.core.urls import host_of, site_key
+
+    settings = _settings_from(args)
+    topic = topology.topic_name(settings.app_id, topology.SEEDS)
+    producer = Producer({"bootstrap.servers": settings.bootstrap})
+    metadata = producer.list_topics(topic, timeout=10)
+    info = metadata.topics.get(topic)
+    if info is None or info.error is not None or not info.partitions:
+        print(
+            f"seine seed: topic {topic} not found on {settings.bootstrap}: is a crawl running?",
+            file=sys.stderr,
+        )
+        return 1
+    count = len(info.partitions)
+    for url in args.urls:
+        payload = json.dumps({"url": url, "priority": args.priority}).encode()
+        partition = partition_for(site_key(host_of(url)), count)
+        producer.produce(topic, payload, partition=partition)
+    producer.flush(10)
+    print(f"seine seed: {len(args.urls)} seed(s) sent to {topic}")
+    return 0
+
+
+def cmd_get(args: argparse.Namespace) -> int:
+    from streams.core.pagestore import PageStore
+    from streams.core.urls import canonical
+
+    settings = _settings_from(args)
+    path = Path(settings.data_dir) / "pages"
+    try:
+        store = PageStore(path, read_only=True)
+    except (FileNotFoundError, OSError) as exc:
+        print(f"seine get: no page store at {path}: {exc}", file=sys.stderr)
+        return 1
+    with store:
+        capture = store.get(canonical(args.url) or args.url, at=args.at)
+        if capture is None:
+            print(f"seine get: {args.url} is not stored in {path}", file=sys.stderr)
+            return 1
+        sys.stdout.buffer.write(capture.body)
+        sys.stdout.buffer.flush()
+    return 0
+
+
+def cmd_pages(args: argparse.Namespace) -> int:
+    from streams.core.pagestore import PageStore
+
+    settings = _settings_from(args)
+    path = Path(settings.data_dir) / "pages"
+    try:
+        store = PageStore(path, read_only=True)
+    except (FileNotFoundError, OSError) as exc:
+        print(f"seine pages: no page store at {path}: {exc}", file=sys.stderr)
+        return 1
+    with store:
+        for url in store.urls():
+            sys.stdout.write(url + "\n")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from streams.demo.server import start_server_process
+    from streams.demo.webgen import WebSpec
+
+    spec = WebSpec(hosts=args.hosts, pages_per_host=args.pages, seed=args.seed)
+    with tempfile.TemporaryDirectory(prefix="seine-demo-") as tmp:
+        server = start_server_process(spec, Path(tmp) / "requests.jsonl", Path(tmp))
+        try:
+            print(
+                f"seine demo: serving {args.hosts} hosts × {args.pages} pages on loopback "
+                f"port {server.port}; crawling…",
+                flush=True,
+            )
+            settings = _settings_from(
+                args, allow_private=True, resolve={**server.resolve, **parse_resolve(args.resolve)}
+            )
+            if args.data_dir is None:
+                settings = settings.with_overrides(data_dir="seine-data/demo")
+            code = run_crawl(settings, list(server.seeds), until_idle=True)
+            print(
+                f"seine demo: try `seine pages --data-dir {settings.data_dir}` "
+                f"and `seine get URL --data-dir {settings.data_dir}`"
+            )
+            return code
+        finally:
+            server.stop()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "crawl":
+            seeds = _read_seeds(args)
+            if not seeds:
+                print(
+                    "seine crawl: no seeds given (URL arguments or --seeds-file)", file=sys.stderr
+                )
+                return 2
+            return run_crawl(_settings_from(args), seeds, args.until_idle)
+        if args.command == "worker":
+            return run_crawl(_settings_from(args), [], until_idle=False)
+        if args.command == "seed":
+            return cmd_seed(args)
+        if args.command == "get":
+            return cmd_get(args)
+        if args.command == "pages":
+            return cmd_pages(args)
+        if args.command == "demo":
+            return cmd_demo(args)
+    except ValueError as exc:
+        print(f"seine {args.command}: {exc}", file=sys.stderr)
+        return 2
+    return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

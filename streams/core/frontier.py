@@ -1,0 +1,432 @@
+"""The frontier: per-host FIFO queues, robots.txt state and the politeness clock.
+
+Pure logic over two mappings, so the same code runs on plain dicts in unit tests
+and on Faust tables (RocksDB + changelog) in the frontier stage:
+
+* ``hosts``: authority ("host[:port]") → host state (a small JSON-able dict),
+* ``queue``: ``authority \\x00 sequence`` → queued URL item.
+
+A host's queue is the key range between its ``head`` and ``tail`` sequence
+numbers, so enqueue and dequeue are single-key writes and the queue lives on disk,
+not in memory. In memory there is only, per partition, a heap of hosts that have
+work, ordered by the time they may next be asked (their *wake time*).
+
+Politeness rules, all enforced here and nowhere else:
+
+* at most one request in flight per host (``busy``); the host is released only by
+  the fetch stage's completion message, or by lease expiry if that message was lost;
+* the next request waits ``max(delay, min(robots Crawl-delay, cap), k × last
+  response time)`` after the previous one finished, and at least ``Retry-After``
+  on 429/503;
+* robots.txt is fetched before any page of the host, and every page is checked
+  against it when it leaves the queue (RFC 9309: 4xx → allow all, 5xx or
+  unreachable → disallow, retried with backoff, and the host parked at last).
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from collections.abc import Callable, Iterable, MutableMapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from streams.core.robots import RobotsRules
+
+HostState = dict[str, Any]
+QueueItem = dict[str, Any]
+
+ROBOTS_UNKNOWN = "unknown"
+ROBOTS_PENDING = "pending"
+ROBOTS_READY = "ready"
+ROBOTS_UNAVAILABLE = "unavailable"
+
+#: Consecutive connection errors after which a host is parked (its queue dropped, logged).
+PARK_AFTER_ERRORS = 8
+MAX_ERROR_BACKOFF = 300.0
+ROBOTS_MAX_TRIES = 3
+
+
+def authority_of(url: str) -> str:
+    """``host[:port]`` of an absolute URL, lower-cased: the unit of politeness."""
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower()
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if ":" in host:  # IPv6 literal
+        host = f"[{host}]"
+    return f"{host}:{port}" if port else host
+
+
+def queue_key(authority: str, seq: int) -> str:
+    return f"{authority}\x00{seq:012d}"
+
+
+@dataclass
+class Politeness:
+    """The knobs of the politeness clock."""
+
+    delay: float = 0.0
+    max_crawl_delay: float = 30.0
+    response_time_factor: float = 0.0
+    user_agent: str = "SeineBot"
+    fetch_lease: float = 120.0
+    robots_retry: float = 60.0
+    max_pages: int = 0
+
+
+@dataclass
+class Dispatch:
+    """A fetch the frontier made due: the fetch stage performs it and answers with a completion."""
+
+    url: str
+    host: str
+    kind: str  # "page" or "robots"
+    depth: int
+    dispatched_at: float
+
+
+@dataclass
+class Decision:
+    """A URL the frontier decided not to fetch, for the crawl log."""
+
+    url: str
+    host: str
+    outcome: str
+    reason: str
+    depth: int = 0
+
+
+@dataclass
+class _PartitionQueue:
+    heap: list[tuple[float, str]] = field(default_factory=list)
+    scheduled: dict[str, float] = field(default_factory=dict)
+
+
+class Frontier:
+    """Per-host queues and scheduling for every partition this worker owns."""
+
+    def __init__(
+        self,
+        hosts: MutableMapping[str, HostState],
+        queue: MutableMapping[str, QueueItem],
+        policy: Politeness,
+        partition_of: Callable[[str], int],
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.hosts = hosts
+        self.queue = queue
+        self.policy = policy
+        self.partition_of = partition_of
+        self.clock = clock
+        self._partitions: dict[int, _PartitionQueue] = {}
+        self._rules: dict[str, RobotsRules] = {}
+        #: Busy hosts are few (at most the fetches in flight), so their leases live in memory.
+        self._busy: dict[str, HostState] = {}
+        #: URLs waiting in queues of hosts this worker owns (for idle detection and progress).
+        self.queued = 0
+        #: Fetches dispatched and not yet completed.
+        self.in_flight = 0
+        self.pages_dispatched = 0
+
+    # -- recovery -----------------------------------------------------------------
+
+    def adopt(self, partition: int, states: Iterable[tuple[str, HostState]]) -> None:
+        """Rebuild the in-memory heap of one partition from persisted host states.
+
+        Called when a partition is first seen (worker start, or a rebalance handed it
+        over): a host that was busy when its previous owner died is released, since
+        the completion for that fetch may never come; the fetch is re-dispatched.
+        """
+        pq = self._partitions.setdefault(partition, _PartitionQueue())
+        now = self.clock()
+        for authority, state in states:
+            if self.partition_of(authority) != partition:
+                continue
+            pending = int(state.get("tail", 0)) - int(state.get("head", 0))
+            self.queued += pending
+            if state.get("busy"):
+                state = dict(state)
+                inflight = state.get("inflight")
+                if inflight and state.get("robots") != ROBOTS_PENDING:
+                    # put the lost fetch back at the head of the queue
+                    head = int(state["head"]) - 1
+                    self.queue[queue_key(authority, head)] = inflight
+                    state["head"] = head
+                    self.queued += 1
+                if state.get("robots") == ROBOTS_PENDING:
+                    state["robots"] = ROBOTS_UNKNOWN
+                state["busy"] = 0.0
+                state["inflight"] = None
+                self.hosts[authority] = state
+            if self._has_work(state):
+                self._schedule(pq, authority, max(now, float(state.get("next", 0.0))))
+        self._partitions[partition] = pq
+
+    def knows_partition(self, partition: int) -> bool:
+        return partition in self._partitions
+
+    # -- inputs -------------------------------------------------------------------
+
+    def enqueue(self, url: str, depth: int = 0, priority: int = 0) -> str:
+        """Append a URL (already canonical and new) to its host's queue."""
+        authority = authority_of(url)
+        state = self.hosts.get(authority)
+        if state is None:
+            scheme = urlsplit(url).scheme or "http"
+            state = {
+                "origin": f"{scheme}://{authority}",
+                "head": 0,
+                "tail": 0,
+                "next": 0.0,
+                "busy": 0.0,
+                "inflight": None,
+                "robots": ROBOTS_UNKNOWN,
+                "robots_body": None,
+                "robots_tries": 0,
+                "errors": 0,
+                "last_ms": 0.0,
+                "fetched": 0,
+            }
+        else:
+            state = dict(state)
+        tail = int(state["tail"])
+        self.queue[queue_key(authority, tail)] = {"url": url, "depth": depth, "priority": priority}
+        state["tail"] = tail + 1
+        self.hosts[authority] = state
+        self.queued += 1
+        if not state["busy"]:
+            pq = self._pq(authority)
+            self._schedule(pq, authority, max(self.clock(), float(state["next"])))
+        return authority
+
+    def complete(
+        self,
+        host: str,
+        kind: str,
+        status: int,
+        outcome: str,
+        elapsed_ms: float,
+        finished_at: float,
+        retry_after: float | None = None,
+        body: bytes | None = None,
+    ) -> list[Decision]:
+        """Release a host after its fetch finished, and set when it may be asked again."""
+        state = self.hosts.get(host)
+        if state is None or not state.get("busy"):
+            return []  # a late duplicate completion (lease expired and re-dispatched)
+        state = dict(state)
+        self._busy.pop(host, None)
+        self.in_flight = max(0, self.in_flight - 1)
+        state["busy"] = 0.0
+        state["inflight"] = None
+        state["last_ms"] = elapsed_ms
+        decisions: list[Decision] = []
+        wait = self._politeness_wait(state, elapsed_ms)
+        connection_failed = status == 0
+        if kind == "robots":
+            wait = max(wait, self._robots_done(host, state, status, body))
+            if state["robots"] == ROBOTS_UNAVAILABLE:
+                decisions.extend(
+                    self._drain(host, state, "robots-unavailable", "robots.txt unreachable")
+                )
+        else:
+            state["fetched"] = int(state.get("fetched", 0)) + 1
+            if connection_failed:
+                state["errors"] = int(state.get("errors", 0)) + 1
+                wait = max(wait, min(MAX_ERROR_BACKOFF, 2.0 ** state["errors"]))
+                if state["errors"] >= PARK_AFTER_ERRORS:
+                    decisions.extend(
+                        self._drain(
+                            host, state, "host-parked", f"{state['errors']} errors in a row"
+                        )
+                    )
+            else:
+                state["errors"] = 0
+        if status in (429, 503) and retry_after is not None:
+            wait = max(wait, min(retry_after, MAX_ERROR_BACKOFF))
+        state["next"] = finished_at + wait
+        self.hosts[host] = state
+        if self._has_work(state):
+            self._schedule(self._pq(host), host, max(self.clock(), state["next"]))
+        return decisions
+
+    # -- output -------------------------------------------------------------------
+
+    def due(self, partition: int) -> tuple[list[Dispatch], list[Decision]]:
+        """Every fetch that may start now in one partition: at most one per host."""
+        pq = self._partitions.setdefault(partition, _PartitionQueue())
+        now = self.clock()
+        dispatches: list[Dispatch] = []
+        decisions: list[Decision] = []
+        while pq.heap and pq.heap[0][0] <= now:
+            wake, authority = heapq.heappop(pq.heap)
+            if pq.scheduled.get(authority) != wake:
+                continue  # stale heap entry
+            del pq.scheduled[authority]
+            state = self.hosts.get(authority)
+            if state is None or state.get("busy"):
+                continue
+            if float(state.get("next", 0.0)) > now:
+                self._schedule(pq, authority, float(state["next"]))
+                continue
+            dispatch = self._next_fetch(authority, dict(state), now, decisions)
+            if dispatch is not None:
+                dispatches.append(dispatch)
+        return dispatches, decisions
+
+    def expire_leases(self, partition: int) -> list[Dispatch]:
+        """Re-dispatch fetches whose completion never came (a lost message, a dead task)."""
+        now = self.clock()
+        again: list[Dispatch] = []
+        for authority, state in list(self._busy_hosts(partition)):
+            if now - float(state["busy"]) < self.policy.fetch_lease:
+                continue
+            item = state.get("inflight") or {}
+            kind = "robots" if state.get("robots") == ROBOTS_PENDING else "page"
+            url = item.get("url") or f"{state['origin']}/robots.txt"
+            state = dict(state)
+            state["busy"] = now
+            self.hosts[authority] = state
+            self._busy[authority] = state
+            again.append(Dispatch(url, authority, kind, int(item.get("depth", 0)), now))
+        return again
+
+    def next_wake(self, partition: int) -> float | None:
+        pq = self._partitions.get(partition)
+        if pq is None or not pq.heap:
+            return None
+        return pq.heap[0][0]
+
+    def partitions(self) -> list[int]:
+        return list(self._partitions)
+
+    def budget_exhausted(self) -> bool:
+        return bool(self.policy.max_pages) and self.pages_dispatched >= self.policy.max_pages
+
+    # -- internals ----------------------------------------------------------------
+
+    def _pq(self, authority: str) -> _PartitionQueue:
+        return self._partitions.setdefault(self.partition_of(authority), _PartitionQueue())
+
+    def _schedule(self, pq: _PartitionQueue, authority: str, at: float) -> None:
+        current = pq.scheduled.get(authority)
+        if current is not None and current <= at:
+            return
+        pq.scheduled[authority] = at
+        heapq.heappush(pq.heap, (at, authority))
+
+    def _has_work(self, state: HostState) -> bool:
+        return int(state["tail"]) > int(state["head"])
+
+    def _busy_hosts(self, partition: int) -> Iterable[tuple[str, HostState]]:
+        for authority, state in self._busy.items():
+            if self.partition_of(authority) == partition:
+                yield authority, state
+
+    def _politeness_wait(self, state: HostState, elapsed_ms: float) -> float:
+        wait = self.policy.delay
+        rules = self._rules_for(state)
+        if rules is not None:
+            crawl_delay = rules.crawl_delay(self.policy.user_agent)
+            if crawl_delay:
+                wait = max(wait, min(float(crawl_delay), self.policy.max_crawl_delay))
+        if self.policy.response_time_factor:
+            wait = max(wait, self.policy.response_time_factor * elapsed_ms / 1000.0)
+        return wait
+
+    def _robots_done(self, host: str, state: HostState, status: int, body: bytes | None) -> float:
+        """Apply RFC 9309 to a robots.txt answer; returns extra wait before the next try."""
+        self._rules.pop(state["origin"], None)
+        if 200 <= status < 300:
+            state["robots"] = ROBOTS_READY
+            state["robots_body"] = (body or b"").decode("utf-8", "replace")
+            return 0.0
+        if 400 <= status < 500:
+            state["robots"] = ROBOTS_READY
+            state["robots_body"] = ""  # unavailable → allow all
+            return 0.0
+        # 5xx, 3xx left unresolved, or a connection failure: disallow for now, retry later.
+        tries = int(state.get("robots_tries", 0)) + 1
+        state["robots_tries"] = tries
+        if tries >= ROBOTS_MAX_TRIES:
+            state["robots"] = ROBOTS_UNAVAILABLE
+            return 0.0
+        state["robots"] = ROBOTS_UNKNOWN
+        return self.policy.robots_retry * (2 ** (tries - 1))
+
+    def _rules_for(self, state: HostState) -> RobotsRules | None:
+        if state.get("robots") != ROBOTS_READY:
+            return None
+        origin = state["origin"]
+        rules = self._rules.get(origin)
+        if rules is None:
+            body = state.get("robots_body") or ""
+            rules = RobotsRules.parse(body) if body else RobotsRules.allow_all()
+            self._rules[origin] = rules
+        return rules
+
+    def _drain(self, host: str, state: HostState, outcome: str, reason: str) -> list[Decision]:
+        decisions = []
+        head, tail = int(state["head"]), int(state["tail"])
+        for seq in range(head, tail):
+            item = self.queue.pop(queue_key(host, seq), None)
+            if item:
+                decisions.append(Decision(item["url"], host, outcome, reason, int(item["depth"])))
+        self.queued -= tail - head
+        state["head"] = tail
+        return decisions
+
+    def _mark_busy(
+        self, authority: str, state: HostState, now: float, item: QueueItem | None
+    ) -> None:
+        state["busy"] = now
+        state["inflight"] = item
+        self.hosts[authority] = state
+        self._busy[authority] = state
+        self.in_flight += 1
+
+    def _next_fetch(
+        self, authority: str, state: HostState, now: float, decisions: list[Decision]
+    ) -> Dispatch | None:
+        robots = state.get("robots")
+        if robots == ROBOTS_UNKNOWN:
+            state["robots"] = ROBOTS_PENDING
+            self._mark_busy(authority, state, now, None)
+            return Dispatch(f"{state['origin']}/robots.txt", authority, "robots", 0, now)
+        if robots == ROBOTS_UNAVAILABLE:
+            decisions.extend(
+                self._drain(authority, state, "robots-unavailable", "robots.txt unreachable")
+            )
+            self.hosts[authority] = state
+            return None
+        rules = self._rules_for(state)
+        while int(state["head"]) < int(state["tail"]):
+            if self.budget_exhausted():
+                self.hosts[authority] = state
+                return None  # leave the queue for a later run with a bigger budget
+            seq = int(state["head"])
+            item = self.queue.pop(queue_key(authority, seq), None)
+            state["head"] = seq + 1
+            self.queued -= 1
+            if item is None:
+                continue
+            if rules is not None and not rules.allowed(item["url"], self.policy.user_agent):
+                decisions.append(
+                    Decision(
+                        item["url"],
+                        authority,
+                        "robots-disallowed",
+                        "disallowed by robots.txt",
+                        int(item["depth"]),
+                    )
+                )
+                continue
+            self.pages_dispatched += 1
+            self._mark_busy(authority, state, now, item)
+            return Dispatch(item["url"], authority, "page", int(item["depth"]), now)
+        self.hosts[authority] = state
+        return None

@@ -1,0 +1,141 @@
+"""One settings object for every Seine process.
+
+Precedence, lowest first: built-in defaults < a TOML config file < `SEINE_*`
+environment variables < command-line flags. Nothing here runs at import time:
+`load_settings()` is called by the CLI (or a test) and the result is handed to
+`streams.app.create_app`, so two apps with different settings can live in one
+process (the tests rely on that).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+ENV_PREFIX = "SEINE_"
+
+
+@dataclass
+class Settings:
+    """Everything a worker needs; field names double as config keys and env suffixes."""
+
+    app_id: str = "seine"
+    #: Kafka bootstrap servers; empty means "start the embedded broker".
+    bootstrap: str = ""
+    data_dir: str = "seine-data"
+    partitions: int = 4
+    #: Seconds between two requests to one host (on top of robots Crawl-delay).
+    delay: float = 0.0
+    #: Upper bound honoured for a robots.txt Crawl-delay, so a hostile value can't park a host.
+    max_crawl_delay: float = 30.0
+    #: next-allowed also waits factor × last response time (0 disables).
+    response_time_factor: float = 0.0
+    max_pages: int = 0
+    max_depth: int = 0
+    same_host: bool = False
+    allow_private: bool = False
+    #: host → "addr[:port]" overrides, like curl's --resolve.
+    resolve: dict[str, str] = field(default_factory=dict)
+    user_agent: str = "SeineBot/0.1 (+https://github.com/seine-crawler/seine)"
+    connect_timeout: float = 5.0
+    read_timeout: float = 10.0
+    total_timeout: float = 30.0
+    max_body_bytes: int = 5 * 1024 * 1024
+    #: Concurrent fetches per worker (one per host at most, by the frontier's rule).
+    max_in_flight: int = 256
+    #: Seconds a dispatched fetch may stay unanswered before the frontier re-dispatches it.
+    fetch_lease: float = 120.0
+    robots_retry: float = 60.0
+    #: Faust consumer-group timeouts; small values make the embedded broker join fast.
+    session_timeout: float = 30.0
+    rebalance_timeout: float = 30.0
+    heartbeat_interval: float = 3.0
+    #: Longest a consumer fetch waits on an empty partition (Faust's own value is 1500).
+    fetch_max_wait_ms: int = 1500
+    web_enabled: bool = False
+    web_bind: str = "127.0.0.1"
+    web_port: int = 6066
+    log_level: str = "warning"
+    segment_max_bytes: int = 1 << 30
+    #: Linger (seconds) before a stage sends its coalesced output batch.
+    batch_linger: float = 0.01
+
+    def with_overrides(self, **changes: Any) -> Settings:
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def data_path(self) -> Path:
+        return Path(self.data_dir)
+
+
+def _coerce(name: str, raw: Any, template: Any) -> Any:
+    """Turn a string (env var) or TOML value into the type of the field's default."""
+    if isinstance(template, bool):
+        if isinstance(raw, bool):
+            return raw
+        text = str(raw).strip().lower()
+        if text in {"1", "true", "yes", "on"}:
+            return True
+        if text in {"0", "false", "no", "off", ""}:
+            return False
+        raise ValueError(f"setting {name}: expected a boolean, got {raw!r}")
+    if isinstance(template, int):
+        return int(raw)
+    if isinstance(template, float):
+        return float(raw)
+    if isinstance(template, dict):
+        if isinstance(raw, Mapping):
+            return {str(k): str(v) for k, v in raw.items()}
+        return parse_resolve(str(raw).replace(",", " ").split())
+    return str(raw)
+
+
+def parse_resolve(items: list[str]) -> dict[str, str]:
+    """Parse `HOST=ADDR[:PORT]` items (the --resolve flag) into a mapping."""
+    out: dict[str, str] = {}
+    for item in items:
+        host, sep, addr = item.partition("=")
+        if not sep or not host or not addr:
+            raise ValueError(f"--resolve expects HOST=ADDR[:PORT], got {item!r}")
+        out[host.strip().lower()] = addr.strip()
+    return out
+
+
+def load_settings(
+    config_file: str | os.PathLike[str] | None = None,
+    environ: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> Settings:
+    """Build Settings from defaults, then the config file, the environment, the flags."""
+    settings = Settings()
+    by_name = {f.name: f for f in fields(Settings)}
+    env = os.environ if environ is None else environ
+    config_path = config_file or env.get(ENV_PREFIX + "CONFIG")
+    layers: list[Mapping[str, Any]] = []
+    if config_path:
+        with open(config_path, "rb") as fh:
+            data = tomllib.load(fh)
+        layers.append(data.get("seine", data))
+    layers.append(
+        {
+            key[len(ENV_PREFIX) :].lower(): value
+            for key, value in env.items()
+            if key.startswith(ENV_PREFIX) and key != ENV_PREFIX + "CONFIG"
+        }
+    )
+    layers.append({k: v for k, v in (overrides or {}).items() if v is not None})
+    for layer in layers:
+        for key, raw in layer.items():
+            name = key.replace("-", "_")
+            if name not in by_name:
+                continue
+            current = getattr(settings, name)
+            setattr(settings, name, _coerce(name, raw, current))
+    if settings.partitions < 1:
+        raise ValueError("partitions must be at least 1")
+    return settings

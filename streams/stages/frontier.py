@@ -1,0 +1,69 @@
+"""frontier: enqueue new URLs, apply completions, and dispatch what is due.
+
+Every state change of a host happens while handling a message of that host's
+partition (Faust writes a table change to the changelog partition of the event
+being handled), which is why timed wake-ups are *tick messages* to the partition
+rather than timers that touch tables directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import topology
+from streams.core.frontier import Decision, Dispatch, Frontier, HostState
+from streams.stages.context import Outbox, crawl_log_record
+
+
+def handle(
+    partition: int,
+    event: dict[str, Any],
+    frontier: Frontier,
+    host_states: Iterable[tuple[str, HostState]],
+    out: Outbox,
+) -> None:
+    if not frontier.knows_partition(partition):
+        frontier.adopt(partition, host_states)
+    decisions: list[Decision] = []
+    for candidate in event["new_urls"]:
+        frontier.enqueue(candidate["url"], candidate["depth"], candidate["priority"])
+    for done in event["completions"]:
+        decisions.extend(
+            frontier.complete(
+                done["host"],
+                done["kind"],
+                done["status"],
+                done["outcome"],
+                done["elapsed_ms"],
+                done["finished_at"],
+                done["retry_after"],
+                done["body"],
+            )
+        )
+    dispatches, more = frontier.due(partition)
+    decisions.extend(more)
+    dispatches.extend(frontier.expire_leases(partition))
+    for dispatch in dispatches:
+        out.add(topology.FETCH, partition, _request(dispatch))
+    for decision in decisions:
+        out.log(
+            crawl_log_record(
+                decision.url,
+                "frontier",
+                decision.outcome,
+                host=decision.host,
+                reason=decision.reason,
+                depth=decision.depth,
+            )
+        )
+
+
+def _request(dispatch: Dispatch) -> dict[str, Any]:
+    return {
+        "url": dispatch.url,
+        "host": dispatch.host,
+        "kind": dispatch.kind,
+        "depth": dispatch.depth,
+        "dispatched_at": dispatch.dispatched_at,
+    }

@@ -1,0 +1,70 @@
+"""link-extract: store the page (WARC + index), then resolve and canonicalize its links.
+
+Runs in the partition of the page's host. Links are grouped by the partition of
+*their* host, so one url-filter message carries every link of a batch of pages
+bound for one partition.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import topology
+from streams.core.pagestore import PageStore
+from streams.core.urls import resolve, resolve_and_canonicalize
+from streams.stages.context import Outbox, StageContext
+
+
+def _headers(page: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(h["name"], h["value"]) for h in page["headers"]]
+
+
+def handle(ctx: StageContext, batch: dict[str, Any], store: PageStore, out: Outbox) -> int:
+    """Store every page of the batch with one index write batch; returns links emitted."""
+    writes: list[dict[str, Any]] = []
+    emitted = 0
+    for parsed in batch["pages"]:
+        page = parsed["page"]
+        duplicate = parsed.get("duplicate_of")
+        if duplicate:
+            writes.append(
+                {
+                    "url": page["url"],
+                    "original_url": duplicate["url"],
+                    "original_digest": duplicate["digest"],
+                    "original_date": duplicate["fetched_at"],
+                    "status": page["status"],
+                    "headers": _headers(page),
+                    "fetched_at": page["fetched_at"],
+                    "ip": page["ip"],
+                }
+            )
+            continue
+        writes.append(
+            {
+                "url": page["url"],
+                "status": page["status"],
+                "headers": _headers(page),
+                "body": page["body"],
+                "fetched_at": page["fetched_at"],
+                "ip": page["ip"],
+                "truncated": page["truncated"],
+            }
+        )
+        if parsed["nofollow"]:
+            continue
+        base = page["url"]
+        if parsed.get("base"):
+            base = resolve(page["url"], parsed["base"]) or page["url"]
+        depth = page["depth"] + 1
+        for link in resolve_and_canonicalize(base, parsed["links"]):
+            out.add(
+                topology.URL_FILTER,
+                ctx.url_partition(link),
+                {"url": link, "depth": depth, "priority": 0, "via": page["url"]},
+            )
+            emitted += 1
+    if writes:
+        store.put_many(writes)
+        ctx.counters.pages_stored += sum(1 for w in writes if "body" in w)
+    return emitted

@@ -1,0 +1,28 @@
+"""seeds: turn whatever producers sent into canonical candidates for url-seen."""
+
+from __future__ import annotations
+
+import topology
+from streams.core.seeds import InvalidSeed, parse_seed
+from streams.core.urls import host_of
+from streams.stages.context import Outbox, StageContext
+
+#: `via` of a seed candidate: url-seen records the seed's site in the scope table.
+SEED_VIA = "seed"
+
+
+def handle(ctx: StageContext, payload: bytes, out: Outbox) -> None:
+    """Validate one seed; raises InvalidSeed (→ dead-letters) when it can't be crawled.
+
+    The seed goes to url-seen in its host's partition (a producer such as kcat may
+    have put it on any partition of the seeds topic).
+    """
+    seed = parse_seed(payload)
+    out.add(
+        topology.URL_SEEN,
+        ctx.host_partition(host_of(seed.url)),
+        {"url": seed.url, "depth": 0, "priority": seed.priority, "via": SEED_VIA},
+    )
+
+
+__all__ = ["SEED_VIA", "InvalidSeed", "handle"]

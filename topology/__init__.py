@@ -1,0 +1,166 @@
+"""The whole crawl topology, read top to bottom: every topic once, then the stage graph.
+
+    seeds ──► url-seen ──► frontier ──► fetch ──► parse ──► content-dedup
+                 ▲            ▲  │                              │
+                 │            └──┘ completions, ticks           ▼
+             url-filter ◄──────────────────────────────── link-extract
+    crawl-log   ◄── every fetch outcome and every decision not to fetch
+    dead-letters ◄── every message a stage could not process, with the reason
+
+Keying: "host" topics are partitioned by jump consistent hash of the URL's site
+key (host without "www."), chosen by the producer, so one partition (and so one
+worker) owns all of a host's URLs, queue, robots rules and politeness clock.
+content-dedup is keyed by content fingerprint so identical pages from any host
+meet in one partition. Nothing here reads settings: the partition count of
+"scaled" topics comes from Settings.partitions when the app is built.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Keying = Literal["host", "fingerprint", "none"]
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    """One topic: its name suffix, how it is keyed, and its value schema."""
+
+    name: str
+    key: Keying
+    schema: str
+    #: True: the topic has Settings.partitions partitions. False: a single partition.
+    scaled: bool = True
+    doc: str = ""
+
+
+SEEDS = TopicSpec(
+    "seeds",
+    "host",
+    "seed",
+    doc="Seeds from producers: a plain URL line, JSON {url, priority} or the Avro record.",
+)
+URL_SEEN = TopicSpec(
+    "url-seen", "host", "url_batch", doc="Candidate URLs to check against the seen set."
+)
+FRONTIER = TopicSpec(
+    "frontier",
+    "host",
+    "frontier_event",
+    doc="New URLs, fetch completions and ticks for the per-host scheduler.",
+)
+FETCH = TopicSpec("fetch", "host", "fetch_batch", doc="Due fetches, at most one per host.")
+PARSE = TopicSpec("parse", "host", "page_batch", doc="Fetched HTML pages.")
+CONTENT_DEDUP = TopicSpec(
+    "content-dedup",
+    "fingerprint",
+    "parsed_batch",
+    doc="Parsed pages keyed by content fingerprint, so duplicates meet across hosts.",
+)
+LINK_EXTRACT = TopicSpec(
+    "link-extract",
+    "host",
+    "parsed_batch",
+    doc="First copies of pages: stored, and their links resolved.",
+)
+URL_FILTER = TopicSpec(
+    "url-filter",
+    "host",
+    "url_batch",
+    doc="Resolved links, grouped by the partition of their host.",
+)
+CRAWL_LOG = TopicSpec(
+    "crawl-log", "host", "crawl_log", doc="One record per fetch outcome or decision."
+)
+DEAD_LETTERS = TopicSpec(
+    "dead-letters",
+    "none",
+    "dead_letter",
+    scaled=False,
+    doc="Messages a stage could not process, with the reason.",
+)
+
+TOPICS: tuple[TopicSpec, ...] = (
+    SEEDS,
+    URL_SEEN,
+    FRONTIER,
+    FETCH,
+    PARSE,
+    CONTENT_DEDUP,
+    LINK_EXTRACT,
+    URL_FILTER,
+    CRAWL_LOG,
+    DEAD_LETTERS,
+)
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    """A stage: the Faust agent that consumes `source` and may produce to `sinks`."""
+
+    name: str
+    source: TopicSpec
+    sinks: tuple[TopicSpec, ...]
+    tables: tuple[str, ...] = ()
+    doc: str = ""
+
+
+STAGES: tuple[StageSpec, ...] = (
+    StageSpec(
+        "seeds",
+        SEEDS,
+        (URL_SEEN, DEAD_LETTERS),
+        ("scope",),
+        doc="Validate and canonicalize seeds; record the seed sites for --same-host.",
+    ),
+    StageSpec(
+        "url-seen", URL_SEEN, (FRONTIER,), ("seen",), doc="Pass each URL the first time only."
+    ),
+    StageSpec(
+        "frontier",
+        FRONTIER,
+        (FETCH, CRAWL_LOG),
+        ("hosts", "queue"),
+        doc="Per-host FIFO queues, robots.txt, one request in flight per host, delays.",
+    ),
+    StageSpec(
+        "fetch",
+        FETCH,
+        (PARSE, FRONTIER, URL_FILTER, CRAWL_LOG),
+        doc="HTTP GET with timeouts and caps; completions go back to the frontier.",
+    ),
+    StageSpec(
+        "parse",
+        PARSE,
+        (CONTENT_DEDUP, CRAWL_LOG),
+        doc="Title, text fingerprint, links, <base>, meta robots.",
+    ),
+    StageSpec(
+        "content-dedup",
+        CONTENT_DEDUP,
+        (LINK_EXTRACT, CRAWL_LOG),
+        ("fingerprints",),
+        doc="The first page with a fingerprint goes on; later ones are duplicates.",
+    ),
+    StageSpec(
+        "link-extract",
+        LINK_EXTRACT,
+        (URL_FILTER,),
+        doc="Store the page (WARC + index); resolve and canonicalize its links.",
+    ),
+    StageSpec(
+        "url-filter",
+        URL_FILTER,
+        (URL_SEEN, CRAWL_LOG),
+        ("scope",),
+        doc="Scope, depth and trap rules: return the URL or drop it with a reason.",
+    ),
+)
+
+#: Every stage also writes to dead-letters when a message is unreadable.
+EVERY_STAGE_SINK = DEAD_LETTERS
+
+
+def topic_name(app_id: str, spec: TopicSpec) -> str:
+    return f"{app_id}.{spec.name}"
