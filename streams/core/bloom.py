@@ -45,6 +45,7 @@ __all__ = ["BloomFilter", "optimal_num_bits", "optimal_num_hashes"]
 
 Item = str | bytes
 U64Array = npt.NDArray[np.uint64]
+I64Array = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 
 _MASK64: Final = (1 << 64) - 1
@@ -59,6 +60,9 @@ _CHUNK: Final = 16_384
 # un-grown filter within 2.3% of a plain filter's memory while leaving 10% of the budget
 # for the (geometrically tightening) growth slices.
 HEAD_SHARE: Final = 0.9
+
+# Bits available in the packed int64 sort keys of ``_Slice.add_hashes``.
+_PACK_BITS = 63
 
 _MAGIC: Final = b"SBLF"
 FORMAT_VERSION: Final = 1
@@ -167,8 +171,12 @@ class _Slice:
 
     # -- batches -----------------------------------------------------------------------
 
-    def _indices(self, h1: U64Array, h2: U64Array) -> U64Array:
-        """Item-major (n*k,) array of bit indices: row i holds item i's k probes."""
+    def _indices(self, h1: U64Array, h2: U64Array) -> I64Array:
+        """Item-major (n*k,) array of bit indices: row i holds item i's k probes.
+
+        Returned as int64 (every index is < m < 2**63): numpy indexes with intp, so
+        uint64 indices would be cast on every take/assignment.
+        """
         n, k = len(h1), self.num_hashes
         out = np.empty((n, k), dtype=np.uint64)
         cur = h1.copy()
@@ -176,74 +184,77 @@ class _Slice:
         for i in range(k):
             np.remainder(cur, m, out=out[:, i])
             cur += h2  # wraps mod 2**64, like the scalar path's & _MASK64
-        return out.reshape(-1)
+        return out.reshape(-1).view(np.int64)
 
     def contains_hashes(self, h1: U64Array, h2: U64Array) -> BoolArray:
-        """Membership of every (h1[i], h2[i]); one numpy pass per probe, no Python per item."""
+        """Membership of every (h1[i], h2[i]); one numpy pass per probe, no Python per item.
+
+        No early exit per item: testing all k probes branch-free in numpy is cheaper than
+        compacting the still-possible items between probes.
+        """
         bits = self._view
         m = np.uint64(self.num_bits)
-        three, seven = np.uint64(3), np.uint64(7)
         cur = h1.copy()
         idx = np.empty_like(cur)
+        sidx = idx.view(np.int64)
         acc: npt.NDArray[np.uint8] | None = None
         for _ in range(self.num_hashes):
             np.remainder(cur, m, out=idx)
-            hit = np.take(bits, idx >> three) >> (idx & seven).astype(np.uint8)
+            hit = np.take(bits, sidx >> 3) >> (sidx & 7).astype(np.uint8)
             if acc is None:
                 acc = hit
             else:
                 acc &= hit
             cur += h2
         assert acc is not None  # num_hashes >= 1
-        return (acc & 1).astype(bool)
+        return (acc & 1).view(np.bool_)
 
     def add_hashes(self, h1: U64Array, h2: U64Array) -> BoolArray:
         """Insert a batch with exactly the results of inserting the items one by one.
 
         Item i is "possibly present" iff each of its bits was set before the batch or is
         first set by an earlier item of the batch: so a URL repeated within one batch is
-        reported new once, then present, as sequential ``add`` calls would. Found by one
-        sort of (bit index, position) keys; the first occurrence of every bit index
-        identifies the item that sets it.
+        reported new once, then present, as sequential ``add`` calls would report it. One
+        sort of packed (bit index, item) keys finds, for every bit the batch sets, the
+        first item that sets it.
         """
         n, k = len(h1), self.num_hashes
         present = np.ones(n, dtype=bool)
         if n == 0:
             return present
         flat = self._indices(h1, h2)
-        three, seven = np.uint64(3), np.uint64(7)
-        preset = (np.take(self._view, flat >> three) >> (flat & seven).astype(np.uint8)) & 1
+        view = self._view
+        preset = (np.take(view, flat >> 3) >> (flat & 7).astype(np.uint8)) & 1
         pos = np.flatnonzero(preset == 0)  # probes that hit a clear bit
         if pos.size:
-            shift = int(n * k).bit_length()
-            if self.num_bits.bit_length() + shift <= 64:
-                # Pack (bit index, position) in one uint64 so a plain (SIMD) sort orders
-                # by bit index, then by position within a bit index.
-                keys = (flat[pos] << np.uint64(shift)) | pos.astype(np.uint64)
+            shift = n.bit_length()
+            if self.num_bits.bit_length() + shift <= _PACK_BITS:
+                # (bit index, item) packed in one int64: a plain SIMD sort orders by bit
+                # index, then by item. Measured 2x faster than a stable argsort.
+                keys = (flat[pos] << shift) | (pos // k)
                 keys.sort()
-                bit_idx = keys >> np.uint64(shift)
-                spos = (keys & np.uint64((1 << shift) - 1)).astype(np.intp)
-            else:  # a > 2 TB filter: too wide to pack, use the slower lexsort
+                bit_idx = keys >> shift
+                item = keys & ((1 << shift) - 1)
+            else:  # a filter of > 2**48 bits (35 TB): too wide to pack; slower lexsort
                 order = np.lexsort((pos, flat[pos]))
-                bit_idx, spos = flat[pos][order], pos[order]
+                bit_idx, item = flat[pos][order], pos[order] // k
             first = np.empty(len(bit_idx), dtype=bool)
             first[0] = True
             np.not_equal(bit_idx[1:], bit_idx[:-1], out=first[1:])
-            group = np.cumsum(first) - 1
-            setter_item = (spos[first] // k)[group]
-            item = spos // k
-            # A probe whose bit is set by this very item (or a later one) was not set
-            # when the item arrived: the item is new.
-            present[item[setter_item >= item]] = False
-            # Set each newly-set bit once, combining bits that share a byte.
+            setter = item[first][np.cumsum(first) - 1]
+            # A probe whose bit is first set by this very item was clear when the item
+            # arrived: the item is new.
+            present[item[setter >= item]] = False
+            # Set each new bit once, OR-ing together the bits that share a byte.
             new_bits = bit_idx[first]
-            byte_idx = new_bits >> three
-            masks = np.left_shift(np.uint8(1), (new_bits & seven).astype(np.uint8))
+            byte_idx = new_bits >> 3
+            masks = np.left_shift(np.uint8(1), (new_bits & 7).astype(np.uint8))
             byte_first = np.empty(len(byte_idx), dtype=bool)
             byte_first[0] = True
             np.not_equal(byte_idx[1:], byte_idx[:-1], out=byte_first[1:])
             starts = np.flatnonzero(byte_first)
-            self._view[byte_idx[starts]] |= np.bitwise_or.reduceat(masks, starts)
+            unique_bytes = byte_idx[starts]
+            view[unique_bytes] = np.take(view, unique_bytes) | np.bitwise_or.reduceat(masks, starts)
         self.count += int(n - np.count_nonzero(present))
         return present
 

@@ -7,6 +7,7 @@ web) and the page store (what was kept).
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -83,7 +84,7 @@ def test_crawl_of_the_demo_web(
         by_host[r["host"]].append(r)
     for host, rs in by_host.items():
         rs.sort(key=lambda r: r["start"])
-        for before, after in zip(rs, rs[1:], strict=False):
+        for before, after in itertools.pairwise(rs):
             assert after["start"] >= before["end"], f"two requests in flight to {host}"
         robots = [r for r in rs if r["path"] == "/robots.txt"]
         assert len(robots) == 1, f"robots.txt of {host} fetched {len(robots)} times"

@@ -156,6 +156,17 @@ def test_batch_ops_agree_with_single_ops(scalable: bool) -> None:
     assert many.contains_many(probes) == [p in one for p in probes]
 
 
+def test_add_many_wide_filter_fallback_agrees(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Filters too wide for packed sort keys take a lexsort path; force it on a small one.
+    keys = urls(3000) + urls(1500)
+    packed = BloomFilter(500, 0.01)
+    expected = packed.add_many(keys)
+    monkeypatch.setattr(bloom, "_PACK_BITS", 0)
+    wide = BloomFilter(500, 0.01)
+    assert wide.add_many(keys) == expected
+    assert wide.to_bytes() == packed.to_bytes()
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.one_of(st.text(max_size=8), st.binary(max_size=8)), max_size=300))
 def test_add_many_equals_sequential_adds(keys: list[str | bytes]) -> None:
