@@ -21,10 +21,16 @@ Design choices, and why:
   90% of the error budget (at 1% target: 1.226 bytes/URL against 1.198 for a plain
   filter). Slices added on overflow are ``growth_factor`` times larger and share the
   remaining 10% geometrically (``tightening_ratio``), so the worst-case total false
-  positive rate, sum of the slices' rates, never exceeds the target however far it grows.
+  positive rate, sum of the slices' rates, stays within the target however far it grows
+  (up to the rounding of k to an integer, < 0.1% relative). The textbook split, first
+  slice at P*(1-r), would cost 1.38 bytes/URL un-grown at r = 0.5.
+  What growth costs, at a 1% target, in bytes per URL once the newest slice is full:
+  1.226 un-grown; 1.73 at 3x capacity (2 slices); 1.97 at 7x; 2.17 at 15x; 2.70 at
+  127x (about +0.18 B/URL per doubling). Size the filter right; growth is the safety net.
 * **Exact serialisation.** ``to_bytes`` writes a versioned, CRC-checked image of every
   slice so a snapshot restores bit-for-bit; rebuilding from the exact table is the
-  fallback (see ``add_many``).
+  fallback (see ``add_many``). The hash (mmh3 x64_128, seed 0, str as UTF-8) and the
+  index scheme are part of format version 1: changing either needs a new version.
 
 Not thread-safe: one owner (one stream partition) per filter.
 """
@@ -34,7 +40,8 @@ from __future__ import annotations
 import math
 import struct
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from itertools import islice
 from typing import Final
 
 import mmh3
@@ -102,12 +109,27 @@ def _hash_pairs(items: Iterable[Item]) -> tuple[U64Array, U64Array]:
     """128-bit murmur of every item as two uint64 arrays (h1, h2).
 
     ``mmh3.hash_bytes`` accepts str (hashed as UTF-8) and bytes, and ``map`` keeps the
-    per-item work to one C call: measured ~150 ns/item for 60-char URLs, against ~250 ns
-    for a list comprehension over ``mmh3.hash64`` plus the tuple-to-array conversion.
+    per-item work to one C call: measured ~150 ns/item for 60-char URLs, against ~190 ns
+    for ``mmh3.hash64`` results fed to ``np.fromiter`` and ~250 ns for a list
+    comprehension of ``hash64`` tuples.
     """
     raw = b"".join(map(mmh3.hash_bytes, items))
     pairs = np.frombuffer(raw, dtype="<u8").reshape(-1, 2)
     return np.ascontiguousarray(pairs[:, 0]), np.ascontiguousarray(pairs[:, 1])
+
+
+def _hashed_chunks(items: Iterable[Item]) -> Iterator[tuple[U64Array, U64Array]]:
+    """``_hash_pairs`` over successive ``_CHUNK``-item pieces of ``items``.
+
+    Hashing piece by piece keeps the hash arrays and every temporary in cache: one
+    1M-item pass measured ~25% slower than the same work in 16k pieces.
+    """
+    it = iter(items)
+    while True:
+        h1, h2 = _hash_pairs(islice(it, _CHUNK))
+        if not len(h1):
+            return
+        yield h1, h2
 
 
 def _hash_one(item: Item) -> tuple[int, int]:
@@ -295,9 +317,9 @@ class BloomFilter:
     ) -> None:
         _validate(capacity, error_rate)
         if isinstance(growth_factor, bool) or not isinstance(growth_factor, int):
-            raise ValueError(f"growth_factor must be an int >= 2, got {growth_factor!r}")
+            raise ValueError(f"growth_factor must be an int in [2, 65535], got {growth_factor!r}")
         if not 2 <= growth_factor <= 0xFFFF:
-            raise ValueError(f"growth_factor must be an int >= 2, got {growth_factor!r}")
+            raise ValueError(f"growth_factor must be an int in [2, 65535], got {growth_factor!r}")
         if not (isinstance(tightening_ratio, int | float) and 0.0 < tightening_ratio < 1.0):
             raise ValueError(
                 f"tightening_ratio must be in the open interval (0, 1), got {tightening_ratio!r}"
@@ -414,12 +436,9 @@ class BloomFilter:
 
     def contains_many(self, items: Iterable[Item]) -> list[bool]:
         """``[item in self for item in items]``, vectorised (several M items/s)."""
-        h1, h2 = _hash_pairs(items)
-        out = np.empty(len(h1), dtype=bool)
-        for start in range(0, len(h1), _CHUNK):
-            stop = start + _CHUNK
-            out[start:stop] = self._contains_hashes(h1[start:stop], h2[start:stop], self._slices)
-        result: list[bool] = out.tolist()
+        result: list[bool] = []
+        for h1, h2 in _hashed_chunks(items):
+            result += self._contains_hashes(h1, h2, self._slices).tolist()
         return result
 
     def add_many(self, items: Iterable[Item]) -> list[bool]:
@@ -428,31 +447,34 @@ class BloomFilter:
         Duplicates inside the batch are honoured (the second occurrence is reported as
         present), growth happens at the same item as with sequential ``add`` calls, and
         the final filter is bit-for-bit the one sequential adds would build. Use this to
-        rebuild a lost filter from the exact table: iterate its keys and add_many chunks
-        of ~100k.
+        rebuild a lost filter from the exact table: stream its keys through add_many in
+        chunks (any size; ~100k amortises the call).
         """
-        h1, h2 = _hash_pairs(items)
+        result: list[bool] = []
+        for h1, h2 in _hashed_chunks(items):
+            result += self._add_hashes(h1, h2).tolist()
+        return result
+
+    def _add_hashes(self, h1: U64Array, h2: U64Array) -> BoolArray:
         n = len(h1)
         out = np.empty(n, dtype=bool)
         pos = 0
         while pos < n:
             cur = self._slices[-1]
-            room = cur.capacity - cur.count if self._scalable else _CHUNK
+            room = cur.capacity - cur.count if self._scalable else n
             if room <= 0:
                 # Full: items already present change nothing; grow at the first new one.
-                stop = min(n, pos + _CHUNK)
-                seen = self._contains_hashes(h1[pos:stop], h2[pos:stop], self._slices)
+                seen = self._contains_hashes(h1[pos:], h2[pos:], self._slices)
                 if seen.all():
-                    out[pos:stop] = True
-                    pos = stop
-                    continue
+                    out[pos:] = True
+                    break
                 first_new = int(np.argmin(seen))
                 out[pos : pos + first_new] = True
                 pos += first_new
                 self._grow()
                 continue
-            # At most `room` items, so this chunk cannot overfill the newest slice.
-            stop = min(n, pos + min(room, _CHUNK))
+            # At most `room` items, so this step cannot overfill the newest slice.
+            stop = min(n, pos + room)
             a, b = h1[pos:stop], h2[pos:stop]
             res = self._contains_hashes(a, b, self._slices[:-1])
             todo = np.flatnonzero(~res)
@@ -462,8 +484,7 @@ class BloomFilter:
                 res[todo] = cur.add_hashes(a[todo], b[todo])
             out[pos:stop] = res
             pos = stop
-        result: list[bool] = out.tolist()
-        return result
+        return out
 
     # -- serialisation -----------------------------------------------------------------
 
