@@ -89,8 +89,11 @@ def _coerce(name: str, raw: Any, template: Any) -> Any:
     if isinstance(template, float):
         return float(raw)
     if isinstance(template, dict):
+        # Same rules (lower-cased host, HOST=ADDR checked) from a TOML table, a list or env.
         if isinstance(raw, Mapping):
-            return {str(k): str(v) for k, v in raw.items()}
+            return parse_resolve([f"{k}={v}" for k, v in raw.items()])
+        if isinstance(raw, list | tuple):
+            return parse_resolve([str(item) for item in raw])
         return parse_resolve(str(raw).replace(",", " ").split())
     return str(raw)
 

@@ -225,15 +225,18 @@ class Frontier:
         state["inflight"] = None
         state["last_ms"] = elapsed_ms
         decisions: list[Decision] = []
-        wait = self._politeness_wait(state, elapsed_ms)
         connection_failed = status == 0
         if kind == "robots":
-            wait = max(wait, self._robots_done(host, state, status, body))
+            # Apply the new rules first: the robots.txt fetch was a request to the host
+            # too, so its own Crawl-delay already spaces the first page from it.
+            retry = self._robots_done(host, state, status, body)
+            wait = max(self._politeness_wait(state, elapsed_ms), retry)
             if state["robots"] == ROBOTS_UNAVAILABLE:
                 decisions.extend(
                     self._drain(host, state, "robots-unavailable", "robots.txt unreachable")
                 )
         else:
+            wait = self._politeness_wait(state, elapsed_ms)
             state["fetched"] = int(state.get("fetched", 0)) + 1
             if connection_failed:
                 state["errors"] = int(state.get("errors", 0)) + 1
@@ -392,6 +395,8 @@ class Frontier:
     def _next_fetch(
         self, authority: str, state: HostState, now: float, decisions: list[Decision]
     ) -> Dispatch | None:
+        if self.budget_exhausted():
+            return None  # not even robots.txt: a host beyond the budget is never contacted
         robots = state.get("robots")
         if robots == ROBOTS_UNKNOWN:
             state["robots"] = ROBOTS_PENDING

@@ -19,6 +19,28 @@ from selectolax.lexbor import LexborHTMLParser
 _CHARSET_RE = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([a-zA-Z0-9_.:-]+)""", re.I)
 _WS_RE = re.compile(r"\s+")
 _LINK_SELECTOR = "a[href], area[href]"
+#: WHATWG Encoding: these labels all mean windows-1252 on the web (servers that say
+#: "iso-8859-1" routinely send its “smart quotes” in 0x80–0x9F).
+_WINDOWS_1252_LABELS = frozenset(
+    {"ascii", "us-ascii", "iso-8859-1", "iso8859-1", "iso_8859-1", "latin1", "latin-1", "l1"}
+)
+#: HTML's prescan: a <meta> can't truly declare UTF-16/32 (it was read as ASCII), so UTF-8.
+_META_UTF8_LABELS = frozenset({"utf-16", "utf-16le", "utf-16be", "utf-32", "utf-32le", "utf-32be"})
+#: Block elements whose start tag searches the whole stack of open elements (HTML's
+#: "close a p element" in button scope): lexbor takes O(depth) for each, so 100,000
+#: nested <div>s cost ~20 s and a 5 MB body of them half an hour. Beyond this depth
+#: their start tags are dropped (text and links stay; only the nesting is lost).
+#: Chrome's parser caps the depth of the tree at 512 too.
+MAX_BLOCK_DEPTH = 512
+#: Pages with fewer tags are not scanned: even fully nested they parse in ~40 ms, the
+#: cost of any big page (the scan costs about as much as lexbor itself).
+_NESTING_SCAN_MIN_TAGS = 4096
+_BLOCK_TAG_RE = re.compile(
+    r"<(/?)(?=[abcdfhlmnopsuABCDFHLMNOPSU])(address|article|aside|blockquote|center|details"
+    r"|dialog|dir|div|dl|fieldset|figcaption|figure|footer|header|hgroup|listing|main|menu"
+    r"|nav|ol|pre|search|section|summary|ul)(?=[\s/>])",
+    re.I,
+)
 
 
 @dataclass
@@ -53,8 +75,11 @@ def decode_html(body: bytes, declared: str | None = None) -> str:
         candidates.append(declared)
     meta = _CHARSET_RE.search(body[:4096])
     if meta:
-        candidates.append(meta.group(1).decode("ascii", "replace"))
+        label = meta.group(1).decode("ascii", "replace")
+        candidates.append("utf-8" if label.lower() in _META_UTF8_LABELS else label)
     for encoding in candidates:
+        if encoding.strip().lower() in _WINDOWS_1252_LABELS:
+            encoding = "windows-1252"
         try:
             return body.decode(encoding)
         except (LookupError, UnicodeDecodeError):
@@ -62,8 +87,57 @@ def decode_html(body: bytes, declared: str | None = None) -> str:
     try:
         return body.decode("utf-8")
     except UnicodeDecodeError:
-        dammit = UnicodeDammit(body[:65536], is_html=True)
-        return body.decode(dammit.original_encoding or "windows-1252", "replace")
+        return body.decode(_detect_encoding(body[:65536]), "replace")
+
+
+def _detect_encoding(sample: bytes) -> str:
+    """Guess the encoding of undeclared, non-UTF-8 bytes.
+
+    Detectors can't tell the Latin code pages apart on Western text (a French page in
+    windows-1252 comes out as cp1257 or cp1250, "naïve" as "naďve"), so windows-1252,
+    the web's commonest legacy encoding and WHATWG's default, wins a near tie.
+    """
+    try:
+        from charset_normalizer import from_bytes
+    except ImportError:  # no detector installed: bs4 knows the fallbacks
+        return UnicodeDammit(sample, is_html=True).original_encoding or "windows-1252"
+    matches = from_bytes(sample)
+    best = matches.best()
+    if best is None:
+        return "windows-1252"
+    for match in matches:
+        if match.encoding == "cp1252" and match.chaos <= best.chaos + 0.05:
+            return "windows-1252"
+    return str(best.encoding)
+
+
+def _cap_block_nesting(text: str) -> str:
+    """Drop block start tags nested deeper than MAX_BLOCK_DEPTH (see there)."""
+    if text.count("<") < _NESTING_SCAN_MIN_TAGS:
+        return text
+    stack: list[str] = []
+    open_count: dict[str, int] = {}
+    pieces: list[str] = []
+    done = 0
+    for match in _BLOCK_TAG_RE.finditer(text):
+        name = match.group(2).lower()
+        if match.group(1):  # an end tag closes up to the innermost open element of its name
+            if open_count.get(name):
+                while (top := stack.pop()) != name:
+                    open_count[top] -= 1
+                open_count[name] -= 1
+        elif len(stack) < MAX_BLOCK_DEPTH:
+            stack.append(name)
+            open_count[name] = open_count.get(name, 0) + 1
+        elif match.start() >= done:
+            end = text.find(">", match.end())
+            end = len(text) if end < 0 else end + 1
+            pieces.append(text[done : match.start()])
+            done = end
+    if not pieces:
+        return text
+    pieces.append(text[done:])
+    return "".join(pieces)
 
 
 def fingerprint_text(text: str) -> str:
@@ -77,7 +151,7 @@ def parse_html(body: bytes, declared_charset: str | None = None) -> ParsedDocume
     doc = ParsedDocument()
     try:
         text = decode_html(body, declared_charset)
-        tree = LexborHTMLParser(text)
+        tree = LexborHTMLParser(_cap_block_nesting(text))
     except Exception:  # lexbor should not fail, but a page never takes a stage down
         doc.fingerprint = mmh3.hash_bytes(body).hex()
         return doc

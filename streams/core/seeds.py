@@ -27,12 +27,18 @@ class Seed:
     priority: int = 0
 
 
+def _one_line(text: str) -> bool:
+    return text.isprintable() and not any(c in text for c in "\r\n\t ")
+
+
 def _from_mapping(data: object) -> tuple[str, int]:
     if not isinstance(data, dict) or not isinstance(data.get("url"), str):
         raise InvalidSeed('JSON seed must be an object with a string "url"')
     priority = data.get("priority", 0)
     if not isinstance(priority, int) or isinstance(priority, bool):
         raise InvalidSeed('"priority" must be an integer')
+    if not -(2**31) <= priority < 2**31:
+        raise InvalidSeed('"priority" must fit in a 32-bit integer (an Avro int)')
     return data["url"], priority
 
 
@@ -65,16 +71,25 @@ def parse_seed(payload: bytes | str) -> Seed:
         except json.JSONDecodeError as exc:
             raise InvalidSeed(f"malformed JSON seed: {exc.msg}") from None
     else:
-        avro = None if stripped[:4].lower() in (b"http",) else _try_avro(raw)
+        try:
+            text: str | None = stripped.decode("utf-8")
+        except UnicodeDecodeError:
+            text = None
+        # A clean "http..." line is plain text, which might decode as Avro by accident.
+        # But Avro can look like that line once stripped: a 16-character URL's length
+        # prefix is b" ", and priority 5 is b"\n" (priority 0, b"\x00", is not printable).
+        plain = text is not None and text[:4].lower() == "http" and _one_line(text)
+        avro = None if plain and raw == stripped else _try_avro(raw)
+        if plain and avro is not None and avro[0] != text:
+            avro = None  # the text reads as Avro only by accident
         if avro is not None:
             url, priority = avro
+        elif text is None:
+            raise InvalidSeed("seed is neither UTF-8 text, JSON nor an Avro Seed")
+        elif not _one_line(text):
+            raise InvalidSeed("a plain seed must be one URL on one line")
         else:
-            try:
-                url = stripped.decode("utf-8")
-            except UnicodeDecodeError:
-                raise InvalidSeed("seed is neither UTF-8 text, JSON nor an Avro Seed") from None
-            if any(c in url for c in "\r\n\t ") or not url.isprintable():
-                raise InvalidSeed("a plain seed must be one URL on one line")
+            url = text
     if "://" not in url:
         raise InvalidSeed(f"seed {url[:200]!r} is not an absolute URL")
     normalized = canonical(url)

@@ -1,0 +1,253 @@
+"""Unit tests for streams.codec: every schema round-trips, bad bytes raise DecodeError."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from typing import Any
+
+import pytest
+
+import topology
+from streams import codec
+from streams.codec import DecodeError
+
+PAGE: dict[str, Any] = {
+    "url": "https://example.com/a?b=1",
+    "status": 200,
+    "headers": [{"name": "Content-Type", "value": "text/html; charset=utf-8"}],
+    "body": b"<html><title>\xc3\xa9</title>\x00\xff</html>",
+    "fetched_at": 1_700_000_000.25,
+    "elapsed_ms": 12.5,
+    "ip": "93.184.216.34",
+    "depth": 2,
+    "truncated": True,
+}
+
+#: One representative record per schema, using every field (unions both ways).
+EXAMPLES: dict[str, list[dict[str, Any]]] = {
+    "seed": [{"url": "https://example.com/", "priority": -3}],
+    "url_batch": [
+        {
+            "urls": [
+                {"url": "https://example.com/x", "depth": 1, "priority": 5, "via": "seed"},
+                {"url": "http://b.example/ü", "depth": 0, "priority": 0, "via": None},
+            ]
+        },
+        {"urls": []},
+    ],
+    "frontier_event": [
+        {
+            "new_urls": [{"url": "https://example.com/", "depth": 0, "priority": 0, "via": None}],
+            "completions": [
+                {
+                    "url": "https://example.com/robots.txt",
+                    "host": "example.com",
+                    "kind": "robots",
+                    "status": 200,
+                    "outcome": "ok",
+                    "elapsed_ms": 3.5,
+                    "finished_at": 1.5,
+                    "retry_after": None,
+                    "body": b"User-agent: *\nDisallow: /private\n",
+                },
+                {
+                    "url": "https://example.com/a",
+                    "host": "example.com",
+                    "kind": "page",
+                    "status": 429,
+                    "outcome": "http-error",
+                    "elapsed_ms": 1.0,
+                    "finished_at": 2.0,
+                    "retry_after": 30.0,
+                    "body": None,
+                },
+            ],
+            "tick": False,
+        },
+        {"new_urls": [], "completions": [], "tick": True},
+    ],
+    "fetch_batch": [
+        {
+            "requests": [
+                {
+                    "url": "https://example.com/",
+                    "host": "example.com",
+                    "kind": "page",
+                    "depth": 4,
+                    "dispatched_at": 10.0,
+                }
+            ]
+        }
+    ],
+    "page_batch": [{"pages": [PAGE, {**PAGE, "ip": None, "headers": [], "body": b""}]}],
+    "parsed_batch": [
+        {
+            "pages": [
+                {
+                    "page": PAGE,
+                    "fingerprint": "0123abcd",
+                    "title": "Titre é",
+                    "links": ["/a", "https://other.example/"],
+                    "base": "https://example.com/base/",
+                    "nofollow": True,
+                    "noindex": False,
+                    "duplicate_of": {
+                        "url": "https://example.com/orig",
+                        "digest": "sha1:ABC",
+                        "fetched_at": 5.0,
+                    },
+                },
+                {
+                    "page": PAGE,
+                    "fingerprint": "ff",
+                    "title": "",
+                    "links": [],
+                    "base": None,
+                    "nofollow": False,
+                    "noindex": True,
+                    "duplicate_of": None,
+                },
+            ]
+        }
+    ],
+    "crawl_log": [
+        {
+            "url": "https://example.com/",
+            "host": "example.com",
+            "stage": "fetch",
+            "outcome": "ok",
+            "status": 200,
+            "reason": "",
+            "bytes": 2**40,
+            "elapsed_ms": 1.25,
+            "depth": 1,
+            "at": 1_700_000_000.0,
+        }
+    ],
+    "dead_letter": [
+        {
+            "stage": "seeds",
+            "topic": "seine.seeds",
+            "partition": 3,
+            "offset": 2**35,
+            "key": b"k",
+            "value": b"\x00\x01garbage",
+            "error": "InvalidSeed: empty seed",
+            "at": 1.0,
+        },
+        {
+            "stage": "parse",
+            "topic": "seine.parse",
+            "partition": 0,
+            "offset": 0,
+            "key": None,
+            "value": None,
+            "error": "x",
+            "at": 0.0,
+        },
+    ],
+}
+
+
+def avsc_names() -> set[str]:
+    return {
+        p.name.removesuffix(".avsc")
+        for p in resources.files("schemas").iterdir()
+        if p.name.endswith(".avsc")
+    }
+
+
+def test_every_avsc_file_is_registered_and_has_an_example() -> None:
+    assert avsc_names() == set(codec.SCHEMA_FILES)
+    assert set(EXAMPLES) == set(codec.SCHEMA_FILES)
+
+
+def test_every_topic_names_an_existing_schema() -> None:
+    for spec in topology.TOPICS:
+        assert spec.schema in codec.SCHEMA_FILES, spec
+        codec.schema(spec.schema)  # parses
+
+
+def test_schema_files_are_valid_json_records() -> None:
+    for name in codec.SCHEMA_FILES:
+        text = resources.files("schemas").joinpath(f"{name}.avsc").read_text("utf-8")
+        data = json.loads(text)
+        assert data["type"] == "record"
+        assert data["namespace"] == "seine"
+
+
+def test_unknown_schema_name_is_a_clear_keyerror() -> None:
+    with pytest.raises(KeyError, match="no Avro schema named 'nope'"):
+        codec.encode("nope", {})
+
+
+@pytest.mark.parametrize(
+    ("name", "record"),
+    [(name, record) for name, records in EXAMPLES.items() for record in records],
+)
+def test_round_trip(name: str, record: dict[str, Any]) -> None:
+    data = codec.encode(name, record)
+    assert isinstance(data, bytes)
+    assert codec.decode(name, data) == record
+    # Kafka clients may hand over other buffer types; decode accepts them all.
+    buffers: list[Any] = [bytearray(data), memoryview(data)]
+    for buffer in buffers:
+        assert codec.decode(name, buffer) == record
+
+
+def test_defaults_are_filled_in() -> None:
+    decoded = codec.decode("seed", codec.encode("seed", {"url": "http://a.example/"}))
+    assert decoded == {"url": "http://a.example/", "priority": 0}
+    event = codec.decode("frontier_event", codec.encode("frontier_event", {"tick": True}))
+    assert event == {"new_urls": [], "completions": [], "tick": True}
+
+
+@pytest.mark.parametrize("name", codec.SCHEMA_FILES)
+def test_truncated_data_is_a_decode_error(name: str) -> None:
+    data = codec.encode(name, EXAMPLES[name][0])
+    for cut in {1, len(data) // 2, len(data) - 1}:
+        with pytest.raises(DecodeError, match=name):
+            codec.decode(name, data[:cut])
+
+
+@pytest.mark.parametrize("name", codec.SCHEMA_FILES)
+def test_trailing_bytes_are_a_decode_error(name: str) -> None:
+    data = codec.encode(name, EXAMPLES[name][0])
+    with pytest.raises(DecodeError, match="trailing"):
+        codec.decode(name, data + b"\x00")
+    # Two records back to back are not one record.
+    with pytest.raises(DecodeError, match="trailing"):
+        codec.decode(name, data + data)
+
+
+@pytest.mark.parametrize("name", codec.SCHEMA_FILES)
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        b"",
+        b"\xff" * 16,
+        b"\x01abc",
+        b"\xfe\xff\xff\xff\xff\xff\xff\xff\xff\x01",
+        b"not avro at all",
+    ],
+)
+def test_garbage_is_a_decode_error(name: str, garbage: bytes) -> None:
+    with pytest.raises(DecodeError):
+        codec.decode(name, garbage)
+
+
+def test_non_bytes_is_a_decode_error() -> None:
+    with pytest.raises(DecodeError, match="expected bytes"):
+        codec.decode("seed", "https://example.com/")  # type: ignore[arg-type]
+    with pytest.raises(DecodeError):
+        codec.decode("seed", None)  # type: ignore[arg-type]
+
+
+def test_decode_error_is_a_value_error() -> None:
+    assert issubclass(DecodeError, ValueError)
+
+
+def test_encode_rejects_records_that_do_not_fit() -> None:
+    with pytest.raises((TypeError, ValueError)):
+        codec.encode("seed", {"priority": 1})  # url has no default

@@ -1,0 +1,523 @@
+"""Unit tests for streams.core.frontier: plain dicts as tables, a fake clock, no Kafka."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from streams.core.frontier import (
+    MAX_ERROR_BACKOFF,
+    PARK_AFTER_ERRORS,
+    ROBOTS_MAX_TRIES,
+    Decision,
+    Dispatch,
+    Frontier,
+    Politeness,
+    queue_key,
+)
+
+T0 = 1_000_000.0
+
+
+class Clock:
+    def __init__(self, now: float = T0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class Harness:
+    """A frontier over plain dicts, with helpers that play the fetch stage's part."""
+
+    def __init__(
+        self,
+        policy: Politeness | None = None,
+        partition_of: Callable[[str], int] = lambda _authority: 0,
+        hosts: dict | None = None,
+        queue: dict | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        self.clock = clock or Clock()
+        self.hosts: dict = {} if hosts is None else hosts
+        self.queue: dict = {} if queue is None else queue
+        self.frontier = Frontier(
+            self.hosts, self.queue, policy or Politeness(), partition_of, self.clock
+        )
+
+    def due(self, partition: int = 0) -> tuple[list[Dispatch], list[Decision]]:
+        return self.frontier.due(partition)
+
+    def dispatched(self, partition: int = 0) -> list[Dispatch]:
+        dispatches, decisions = self.due(partition)
+        assert decisions == []
+        return dispatches
+
+    def finish(
+        self,
+        d: Dispatch,
+        status: int = 200,
+        *,
+        after: float = 0.0,
+        elapsed_ms: float = 10.0,
+        retry_after: float | None = None,
+        body: bytes | None = None,
+    ) -> list[Decision]:
+        """Complete `d` `after` seconds from now (the clock moves there)."""
+        self.clock.advance(after)
+        return self.frontier.complete(
+            d.host, d.kind, status, "ok", elapsed_ms, self.clock(), retry_after, body
+        )
+
+    def open_host(self, host: str = "a.example", robots: bytes = b"", *pages: str) -> None:
+        """Enqueue pages of `host` and serve its robots.txt with `robots`."""
+        for page in pages or ("/",):
+            self.frontier.enqueue(f"http://{host}{page}")
+        (robots_fetch,) = [d for d in self.dispatched() if d.host == host]
+        assert robots_fetch.kind == "robots"
+        assert self.finish(robots_fetch, 200, body=robots) == []
+
+    def check_counters(self) -> None:
+        """queued/in_flight agree with what the tables hold."""
+        pending = sum(int(s["tail"]) - int(s["head"]) for s in self.hosts.values())
+        assert self.frontier.queued == pending == len(self.queue)
+        busy = sum(1 for s in self.hosts.values() if s["busy"])
+        assert self.frontier.in_flight == busy
+
+
+def urls(dispatches: list[Dispatch]) -> list[str]:
+    return [d.url for d in dispatches]
+
+
+# -- robots first, one request per host -------------------------------------------
+
+
+def test_robots_is_fetched_first_and_pages_wait_for_it() -> None:
+    h = Harness()
+    h.frontier.enqueue("http://a.example/1")
+    h.frontier.enqueue("http://a.example/2")
+    (robots,) = h.dispatched()
+    assert (robots.kind, robots.url, robots.host) == (
+        "robots",
+        "http://a.example/robots.txt",
+        "a.example",
+    )
+    assert h.dispatched() == []  # pages wait while robots.txt is in flight
+    h.check_counters()
+    h.finish(robots, body=b"User-agent: *\nAllow: /\n")
+    (page,) = h.dispatched()
+    assert (page.kind, page.url) == ("page", "http://a.example/1")
+    h.check_counters()
+
+
+def test_robots_url_keeps_the_port() -> None:
+    h = Harness()
+    assert h.frontier.enqueue("http://a.example:8080/x") == "a.example:8080"
+    (robots,) = h.dispatched()
+    assert robots.url == "http://a.example:8080/robots.txt"
+
+
+def test_one_request_in_flight_per_host() -> None:
+    h = Harness()
+    h.open_host("a.example", b"", "/1", "/2", "/3")
+    (first,) = h.dispatched()
+    assert h.dispatched() == []
+    h.frontier.enqueue("http://a.example/4")
+    assert h.dispatched() == []  # a new URL does not bypass the busy host
+    h.finish(first)
+    (second,) = h.dispatched()
+    assert [first.url, second.url] == ["http://a.example/1", "http://a.example/2"]
+    assert h.dispatched() == []
+
+
+def test_hosts_are_independent() -> None:
+    h = Harness()
+    h.frontier.enqueue("http://a.example/")
+    h.frontier.enqueue("http://b.example/")
+    assert sorted(d.host for d in h.dispatched()) == ["a.example", "b.example"]
+
+
+# -- the politeness clock ---------------------------------------------------------
+
+
+def test_delay_after_finish() -> None:
+    h = Harness(Politeness(delay=2.0))
+    h.open_host("a.example", b"", "/1", "/2")
+    h.clock.advance(2.0)  # robots.txt counts as a request too
+    (first,) = h.dispatched()
+    h.finish(first, after=5.0)
+    finished = h.clock()
+    assert h.frontier.next_wake(0) == finished + 2.0
+    h.clock.advance(1.999)
+    assert h.dispatched() == []
+    h.clock.advance(0.001)
+    (second,) = h.dispatched()
+    assert second.url == "http://a.example/2"
+    assert second.dispatched_at >= finished + 2.0
+
+
+def test_robots_crawl_delay_spaces_pages_and_the_first_page() -> None:
+    h = Harness(Politeness(delay=1.0))
+    h.frontier.enqueue("http://a.example/1")
+    h.frontier.enqueue("http://a.example/2")
+    (robots,) = h.dispatched()
+    h.finish(robots, after=0.5, body=b"User-agent: *\nCrawl-delay: 5\n")
+    robots_done = h.clock()
+    h.clock.advance(4.9)
+    assert h.dispatched() == []  # Crawl-delay counts from the robots.txt fetch too
+    h.clock.advance(0.1)
+    (first,) = h.dispatched()
+    assert first.dispatched_at == robots_done + 5.0
+    h.finish(first, after=1.0)
+    h.clock.advance(4.9)
+    assert h.dispatched() == []
+    h.clock.advance(0.1)
+    assert urls(h.dispatched()) == ["http://a.example/2"]
+
+
+def test_robots_crawl_delay_is_capped() -> None:
+    h = Harness(Politeness(max_crawl_delay=10.0))
+    h.open_host("a.example", b"User-agent: *\nCrawl-delay: 100000\n", "/1", "/2")
+    h.clock.advance(10.0)
+    (first,) = h.dispatched()
+    h.finish(first)
+    h.clock.advance(9.99)
+    assert h.dispatched() == []
+    h.clock.advance(0.01)
+    assert urls(h.dispatched()) == ["http://a.example/2"]
+
+
+def test_crawl_delay_for_our_agent_group() -> None:
+    robots = b"User-agent: SeineBot\nCrawl-delay: 3\n\nUser-agent: *\nCrawl-delay: 50\n"
+    h = Harness(Politeness(user_agent="SeineBot/0.1 (+https://example.invalid)"))
+    h.open_host("a.example", robots, "/1", "/2")
+    h.clock.advance(3.0)
+    (first,) = h.dispatched()
+    h.finish(first)
+    assert h.frontier.next_wake(0) == h.clock() + 3.0
+
+
+def test_response_time_factor() -> None:
+    h = Harness(Politeness(delay=1.0, response_time_factor=2.0))
+    h.open_host("a.example", b"", "/1", "/2")
+    h.clock.advance(10)
+    (first,) = h.dispatched()
+    h.finish(first, elapsed_ms=1500.0)  # 2 × 1.5 s = 3 s > delay
+    h.clock.advance(2.99)
+    assert h.dispatched() == []
+    h.clock.advance(0.01)
+    assert len(h.dispatched()) == 1
+
+
+@pytest.mark.parametrize("status", [429, 503])
+def test_retry_after_on_429_and_503(status: int) -> None:
+    h = Harness(Politeness(delay=1.0))
+    h.open_host("a.example", b"", "/1", "/2")
+    h.clock.advance(1.0)
+    (first,) = h.dispatched()
+    h.finish(first, status, retry_after=40.0)
+    h.clock.advance(39.9)
+    assert h.dispatched() == []
+    h.clock.advance(0.1)
+    assert urls(h.dispatched()) == ["http://a.example/2"]
+
+
+def test_retry_after_is_ignored_on_other_statuses_and_capped() -> None:
+    h = Harness()
+    h.open_host("a.example", b"", "/1", "/2", "/3")
+    (first,) = h.dispatched()
+    h.finish(first, 200, retry_after=40.0)  # not a 429/503: no wait
+    (second,) = h.dispatched()
+    h.finish(second, 429, retry_after=1e9)
+    assert h.frontier.next_wake(0) == h.clock() + MAX_ERROR_BACKOFF
+
+
+# -- robots.txt outcomes ----------------------------------------------------------
+
+
+def test_robots_4xx_allows_everything() -> None:
+    h = Harness()
+    h.frontier.enqueue("http://a.example/private")
+    (robots,) = h.dispatched()
+    # The body of an error page is never read as rules.
+    h.finish(robots, 404, body=b"User-agent: *\nDisallow: /\n")
+    (page,) = h.dispatched()
+    assert page.url == "http://a.example/private"
+
+
+def test_robots_disallowed_urls_are_logged_never_dispatched() -> None:
+    h = Harness()
+    h.open_host(
+        "a.example",
+        b"User-agent: *\nDisallow: /private\n",
+        "/private/1",
+        "/public",
+        "/private/2",
+    )
+    dispatches, decisions = h.due()
+    assert urls(dispatches) == ["http://a.example/public"]
+    assert [(d.url, d.outcome) for d in decisions] == [
+        ("http://a.example/private/1", "robots-disallowed")
+    ]
+    h.finish(dispatches[0])
+    dispatches, decisions = h.due()
+    assert dispatches == []
+    assert [(d.url, d.outcome, d.host) for d in decisions] == [
+        ("http://a.example/private/2", "robots-disallowed", "a.example")
+    ]
+    h.check_counters()
+    assert h.frontier.queued == 0
+
+
+def test_robots_5xx_retries_with_backoff_then_drains_the_host() -> None:
+    h = Harness(Politeness(robots_retry=60.0))
+    h.frontier.enqueue("http://a.example/1")
+    h.frontier.enqueue("http://a.example/2", depth=3)
+    waits = []
+    for _ in range(1, ROBOTS_MAX_TRIES):
+        (robots,) = h.dispatched()
+        assert robots.kind == "robots"
+        assert h.finish(robots, 500) == []
+        wake = h.frontier.next_wake(0)
+        assert wake is not None
+        waits.append(wake - h.clock())
+        h.clock.advance(waits[-1] - 0.01)
+        assert h.dispatched() == []  # nothing before the backoff is over
+        h.clock.advance(0.01)
+    assert waits == [60.0 * 2 ** (i - 1) for i in range(1, ROBOTS_MAX_TRIES)]
+    (robots,) = h.dispatched()
+    assert robots.kind == "robots"
+    decisions = h.finish(robots, 503)
+    assert [(d.url, d.outcome, d.depth) for d in decisions] == [
+        ("http://a.example/1", "robots-unavailable", 0),
+        ("http://a.example/2", "robots-unavailable", 3),
+    ]
+    h.check_counters()
+    # Later URLs of the host are dropped with a decision too, without a fetch.
+    h.frontier.enqueue("http://a.example/3")
+    h.clock.advance(1000)
+    dispatches, decisions = h.due()
+    assert dispatches == []
+    assert [(d.url, d.outcome) for d in decisions] == [("http://a.example/3", "robots-unavailable")]
+    h.check_counters()
+
+
+# -- connection errors ------------------------------------------------------------
+
+
+def test_connection_errors_back_off_exponentially_then_park() -> None:
+    h = Harness()
+    pages = [f"/{i}" for i in range(PARK_AFTER_ERRORS + 3)]
+    h.open_host("a.example", b"", *pages)
+    waits = []
+    for errors in range(1, PARK_AFTER_ERRORS):
+        (d,) = h.dispatched()
+        assert h.finish(d, 0) == []
+        wake = h.frontier.next_wake(0)
+        assert wake is not None
+        waits.append(wake - h.clock())
+        h.clock.advance(waits[-1] - 0.01)
+        assert h.dispatched() == [], f"dispatched during backoff after {errors} errors"
+        h.clock.advance(0.01)
+    assert waits == [min(MAX_ERROR_BACKOFF, 2.0**n) for n in range(1, PARK_AFTER_ERRORS)]
+    (d,) = h.dispatched()
+    decisions = h.finish(d, 0)
+    assert [x.outcome for x in decisions] == ["host-parked"] * 3
+    assert [x.url for x in decisions] == [f"http://a.example{p}" for p in pages[-3:]]
+    assert h.frontier.queued == 0
+    h.check_counters()
+
+
+def test_a_success_resets_the_error_backoff() -> None:
+    h = Harness()
+    h.open_host("a.example", b"", "/1", "/2", "/3", "/4", "/5")
+    for _ in range(3):
+        (d,) = h.dispatched()
+        h.finish(d, 0)
+        h.clock.advance(MAX_ERROR_BACKOFF)
+    (d,) = h.dispatched()
+    h.finish(d, 200)
+    assert h.hosts["a.example"]["errors"] == 0
+    assert h.frontier.next_wake(0) == h.clock()  # no delay configured, no backoff left
+
+
+# -- budget -----------------------------------------------------------------------
+
+
+def test_max_pages_budget_stops_dispatching_and_keeps_the_queue() -> None:
+    h = Harness(Politeness(max_pages=2))
+    h.open_host("a.example", b"", "/1", "/2", "/3")
+    d1 = h.dispatched()[0]
+    h.finish(d1)
+    d2 = h.dispatched()[0]
+    h.finish(d2)
+    assert h.frontier.budget_exhausted()
+    assert h.dispatched() == []
+    assert h.frontier.pages_dispatched == 2
+    assert h.frontier.queued == 1  # left for a later run with a bigger budget
+    # A host first seen after the budget is spent is not contacted at all.
+    h.frontier.enqueue("http://b.example/")
+    assert h.dispatched() == []
+    assert h.frontier.in_flight == 0
+    h.check_counters()
+
+
+def test_no_budget_means_unlimited() -> None:
+    h = Harness(Politeness(max_pages=0))
+    h.open_host("a.example", b"", *[f"/{i}" for i in range(20)])
+    for _ in range(20):
+        (d,) = h.dispatched()
+        h.finish(d)
+    assert not h.frontier.budget_exhausted()
+    assert h.frontier.pages_dispatched == 20
+
+
+# -- leases and recovery ----------------------------------------------------------
+
+
+def test_lease_expiry_redispatches_the_lost_fetch() -> None:
+    h = Harness(Politeness(fetch_lease=60.0))
+    h.open_host("a.example", b"", "/1", "/2")
+    (d,) = h.dispatched()
+    h.clock.advance(59.0)
+    assert h.frontier.expire_leases(0) == []
+    h.clock.advance(1.0)
+    (again,) = h.frontier.expire_leases(0)
+    assert (again.url, again.kind, again.host) == (d.url, "page", "a.example")
+    assert h.frontier.expire_leases(0) == []  # the lease was renewed
+    assert h.dispatched() == []  # still one request in flight
+    h.check_counters()
+    h.finish(again)
+    assert h.finish(again) == []  # a late duplicate completion changes nothing
+    assert h.frontier.in_flight == 0
+    assert urls(h.dispatched()) == ["http://a.example/2"]
+    h.check_counters()
+
+
+def test_lease_expiry_of_a_robots_fetch() -> None:
+    h = Harness(Politeness(fetch_lease=30.0))
+    h.frontier.enqueue("http://a.example/1")
+    (robots,) = h.dispatched()
+    assert robots.kind == "robots"
+    h.clock.advance(30.0)
+    (again,) = h.frontier.expire_leases(0)
+    assert (again.kind, again.url) == ("robots", "http://a.example/robots.txt")
+
+
+def test_adopt_rebuilds_state_after_a_restart() -> None:
+    hosts: dict = {}
+    queue: dict = {}
+    clock = Clock()
+    before = Harness(Politeness(delay=10.0), hosts=hosts, queue=queue, clock=clock)
+    # a.example: a page in flight when the worker dies, one more queued.
+    before.open_host("a.example", b"", "/1", "/2")
+    clock.advance(10)
+    (lost,) = before.dispatched()
+    assert lost.url == "http://a.example/1"
+    # b.example: robots.txt in flight when the worker dies.
+    before.frontier.enqueue("http://b.example/x")
+    (robots,) = [d for d in before.dispatched() if d.host == "b.example"]
+    assert robots.kind == "robots"
+    # c.example: idle, waiting for its politeness delay.
+    before.open_host("c.example", b"", "/1", "/2")
+    clock.advance(10)
+    (c1,) = before.dispatched()
+    before.finish(c1)
+    c_next = clock() + 10.0
+    queued_before = before.frontier.queued
+
+    after = Harness(Politeness(delay=10.0), hosts=hosts, queue=queue, clock=clock)
+    assert not after.frontier.knows_partition(0)
+    after.frontier.adopt(0, list(hosts.items()))
+    assert after.frontier.knows_partition(0)
+    assert after.frontier.queued == queued_before + 1  # the lost page is queued again
+    assert after.frontier.in_flight == 0
+    assert not any(state["busy"] for state in hosts.values())
+
+    by_host = {d.host: d for d in after.dispatched()}
+    assert set(by_host) == {"a.example", "b.example"}
+    assert (by_host["a.example"].url, by_host["a.example"].kind) == (lost.url, "page")
+    assert by_host["b.example"].kind == "robots"
+    after.check_counters()
+    clock.now = c_next
+    assert urls(after.dispatched()) == ["http://c.example/2"]
+    after.finish(by_host["a.example"])
+    clock.advance(10)
+    assert urls(after.dispatched()) == ["http://a.example/2"]
+    after.check_counters()
+
+
+def test_adopt_only_takes_its_partition() -> None:
+    hosts: dict = {}
+    queue: dict = {}
+    part = {"a.example": 0, "b.example": 1}.__getitem__
+    before = Harness(partition_of=part, hosts=hosts, queue=queue)
+    before.frontier.enqueue("http://a.example/")
+    before.frontier.enqueue("http://b.example/")
+    after = Harness(partition_of=part, hosts=hosts, queue=queue)
+    after.frontier.adopt(1, hosts.items())
+    assert after.frontier.queued == 1
+    assert [d.host for d in after.dispatched(1)] == ["b.example"]
+    assert after.dispatched(0) == []
+
+
+# -- partitions and counters ------------------------------------------------------
+
+
+def test_due_only_returns_hosts_of_its_partition() -> None:
+    def part(authority: str) -> int:
+        return 0 if authority.startswith("a") else 1
+
+    h = Harness(partition_of=part)
+    for host in ("a1.example", "a2.example", "b1.example", "b2.example", "b3.example"):
+        h.frontier.enqueue(f"http://{host}/")
+    p0 = h.dispatched(0)
+    assert sorted(d.host for d in p0) == ["a1.example", "a2.example"]
+    assert sorted(h.frontier.partitions()) == [0, 1]
+    assert h.frontier.next_wake(0) is None
+    assert h.frontier.next_wake(1) == h.clock()
+    p1 = h.dispatched(1)
+    assert sorted(d.host for d in p1) == ["b1.example", "b2.example", "b3.example"]
+    assert h.dispatched(0) == h.dispatched(1) == []
+
+
+def test_counters_stay_consistent_through_a_crawl() -> None:
+    h = Harness(Politeness(delay=0.5))
+    robots = {
+        "a.example": b"User-agent: *\nDisallow: /no\n",
+        "b.example": b"",
+        "c.example": b"",
+    }
+    for i in range(6):
+        for host in robots:
+            h.frontier.enqueue(f"http://{host}/{'no' if i % 3 == 0 else 'yes'}/{i}")
+    h.check_counters()
+    fetched: list[str] = []
+    disallowed: list[str] = []
+    for _ in range(200):
+        dispatches, decisions = h.due()
+        disallowed += [d.url for d in decisions]
+        h.check_counters()
+        for d in dispatches:
+            status = 503 if d.host == "c.example" and d.kind == "page" and not fetched else 200
+            h.finish(d, status, body=robots[d.host] if d.kind == "robots" else None)
+            if d.kind == "page":
+                fetched.append(d.url)
+            h.check_counters()
+        h.clock.advance(0.25)
+        if not h.frontier.queued and not h.frontier.in_flight:
+            break
+    assert h.frontier.queued == h.frontier.in_flight == 0
+    assert sorted(disallowed) == sorted(f"http://a.example/no/{i}" for i in (0, 3))
+    assert len(fetched) == 18 - 2
+    assert not any("/no/" in u and "a.example" in u for u in fetched)
+    assert h.queue == {}
+
+
+def test_queue_keys_keep_fifo_order_as_strings() -> None:
+    keys = [queue_key("a.example", n) for n in (9, 10, 100, 1_000_000)]
+    assert keys == sorted(keys)

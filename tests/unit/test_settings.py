@@ -1,0 +1,175 @@
+"""Unit tests for streams.settings: precedence, coercion, --resolve, validation."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from streams.settings import Settings, load_settings, parse_resolve
+
+
+def write_toml(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "seine.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_defaults_with_empty_environment() -> None:
+    assert load_settings(environ={}) == Settings()
+
+
+def test_precedence_defaults_file_env_overrides(tmp_path: Path) -> None:
+    config = write_toml(
+        tmp_path,
+        "[seine]\npartitions = 6\ndelay = 1.5\nmax_depth = 3\nuser_agent = 'FileBot'\n",
+    )
+    environ = {"SEINE_DELAY": "2.5", "SEINE_MAX_DEPTH": "4"}
+    s = load_settings(config, environ=environ, overrides={"max_depth": 5})
+    assert s.partitions == 6  # file over default
+    assert s.delay == 2.5  # env over file
+    assert s.max_depth == 5  # override over env
+    assert s.user_agent == "FileBot"
+    assert s.max_pages == Settings().max_pages  # untouched default
+
+
+def test_config_file_without_seine_table_and_with_dashes(tmp_path: Path) -> None:
+    config = write_toml(tmp_path, "partitions = 3\nmax-pages = 9\n")
+    s = load_settings(config, environ={})
+    assert (s.partitions, s.max_pages) == (3, 9)
+
+
+def test_config_file_named_by_environment(tmp_path: Path) -> None:
+    config = write_toml(tmp_path, "[seine]\npartitions = 11\n")
+    assert load_settings(environ={"SEINE_CONFIG": str(config)}).partitions == 11
+
+
+def test_none_overrides_do_not_mask_lower_layers() -> None:
+    s = load_settings(environ={"SEINE_DELAY": "3"}, overrides={"delay": None, "app_id": "x"})
+    assert (s.delay, s.app_id) == (3.0, "x")
+
+
+def test_unknown_keys_are_ignored(tmp_path: Path) -> None:
+    config = write_toml(tmp_path, "[seine]\nno_such_setting = 1\n")
+    s = load_settings(config, environ={"SEINE_NOPE": "1", "OTHER_PARTITIONS": "9"})
+    assert s == Settings()
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("1", True),
+        ("true", True),
+        ("YES", True),
+        (" on ", True),
+        ("0", False),
+        ("false", False),
+        ("No", False),
+        ("off", False),
+        ("", False),
+    ],
+)
+def test_bool_coercion(raw: str, expected: bool) -> None:
+    assert load_settings(environ={"SEINE_SAME_HOST": raw}).same_host is expected
+
+
+def test_bad_bool_names_the_setting() -> None:
+    with pytest.raises(ValueError, match="same_host"):
+        load_settings(environ={"SEINE_SAME_HOST": "maybe"})
+
+
+def test_int_and_float_coercion(tmp_path: Path) -> None:
+    s = load_settings(
+        environ={"SEINE_PARTITIONS": "7", "SEINE_DELAY": "0.25", "SEINE_WEB_ENABLED": "true"}
+    )
+    assert s.partitions == 7 and isinstance(s.partitions, int)
+    assert s.delay == 0.25 and isinstance(s.delay, float)
+    assert s.web_enabled is True
+    config = write_toml(tmp_path, "[seine]\ndelay = 2\nsame_host = true\n")
+    from_file = load_settings(config, environ={})
+    assert from_file.delay == 2.0 and isinstance(from_file.delay, float)
+    assert from_file.same_host is True
+    with pytest.raises(ValueError):
+        load_settings(environ={"SEINE_PARTITIONS": "many"})
+    with pytest.raises(ValueError):
+        load_settings(environ={"SEINE_DELAY": "soon"})
+
+
+def test_resolve_from_environment() -> None:
+    s = load_settings(environ={"SEINE_RESOLVE": "a=1.2.3.4:80,b=5.6.7.8"})
+    assert s.resolve == {"a": "1.2.3.4:80", "b": "5.6.7.8"}
+    spaced = load_settings(environ={"SEINE_RESOLVE": " A.Example=1.2.3.4:8080 , b=::1 "})
+    assert spaced.resolve == {"a.example": "1.2.3.4:8080", "b": "::1"}
+
+
+def test_resolve_from_overrides_and_file(tmp_path: Path) -> None:
+    s = load_settings(environ={}, overrides={"resolve": {"Example.COM": "1.2.3.4:80"}})
+    assert s.resolve == {"example.com": "1.2.3.4:80"}  # hosts are matched lower-case
+    listed = load_settings(environ={}, overrides={"resolve": ["a=1.1.1.1", "b=2.2.2.2"]})
+    assert listed.resolve == {"a": "1.1.1.1", "b": "2.2.2.2"}
+    config = write_toml(tmp_path, '[seine.resolve]\n"WWW.Example.org" = "9.9.9.9"\n')
+    assert load_settings(config, environ={}).resolve == {"www.example.org": "9.9.9.9"}
+
+
+def test_resolve_does_not_share_the_default_dict() -> None:
+    a = load_settings(environ={"SEINE_RESOLVE": "a=1.1.1.1"})
+    assert a.resolve == {"a": "1.1.1.1"}
+    assert Settings().resolve == {}
+
+
+@pytest.mark.parametrize("item", ["nohost", "=1.2.3.4", "host=", "a=1.2.3.4,broken"])
+def test_invalid_resolve_item_raises(item: str) -> None:
+    with pytest.raises(ValueError, match="HOST=ADDR"):
+        load_settings(environ={"SEINE_RESOLVE": item})
+
+
+def test_invalid_resolve_mapping_raises() -> None:
+    with pytest.raises(ValueError, match="HOST=ADDR"):
+        load_settings(environ={}, overrides={"resolve": {"a.example": ""}})
+
+
+def test_parse_resolve() -> None:
+    assert parse_resolve(["Host.Example=10.0.0.1:8443"]) == {"host.example": "10.0.0.1:8443"}
+    assert parse_resolve([]) == {}
+    with pytest.raises(ValueError, match="got 'x'"):
+        parse_resolve(["x"])
+
+
+@pytest.mark.parametrize("partitions", ["0", "-3"])
+def test_partitions_below_one_raise(partitions: str) -> None:
+    with pytest.raises(ValueError, match="partitions"):
+        load_settings(environ={"SEINE_PARTITIONS": partitions})
+    with pytest.raises(ValueError, match="partitions"):
+        load_settings(environ={}, overrides={"partitions": int(partitions)})
+
+
+def test_nothing_is_read_at_import() -> None:
+    # A fresh interpreter, so the import really happens with the variables set.
+    code = (
+        "from streams.settings import Settings, load_settings\n"
+        "print(Settings().partitions, Settings().app_id, load_settings().partitions)\n"
+    )
+    env = {**os.environ, "SEINE_PARTITIONS": "13", "SEINE_APP_ID": "from-env"}
+    env.pop("SEINE_CONFIG", None)
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout.split()
+    # Defaults stay defaults; load_settings() reads the environment only when called.
+    assert out == ["4", "seine", "13"]
+
+
+def test_with_overrides_returns_a_copy() -> None:
+    base = Settings()
+    changed = base.with_overrides(partitions=2, bootstrap="localhost:9092")
+    assert (changed.partitions, changed.bootstrap) == (2, "localhost:9092")
+    assert (base.partitions, base.bootstrap) == (4, "")
+    assert changed.data_path == Path("seine-data")
