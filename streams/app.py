@@ -12,12 +12,15 @@ import contextlib
 import logging
 import signal
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import faust
+import faust.streams as faust_streams
+import mode.loop
 
 import topology
 from streams import codec
@@ -28,6 +31,7 @@ from streams.core.frontier import Frontier, Politeness
 from streams.core.pagestore import PageStore
 from streams.core.seeds import InvalidSeed
 from streams.kafka_tuning import set_fetch_max_wait
+from streams.producer import hook_into_commits
 from streams.settings import Settings
 from streams.stages import dedup, frontier, link_extract, parse, seeds, url_filter, url_seen
 from streams.stages.context import Outbox, StageContext
@@ -64,6 +68,11 @@ class SeineApp:
         self.finished = True
         if self.worker is not None:
             self.worker._schedule_shutdown(signal.SIGTERM)
+
+
+def set_current_event(event: Any) -> None:
+    """Point Faust's current-event context at `event` (tables read its partition)."""
+    faust_streams._current_event.set(weakref.ref(event))
 
 
 def faust_app(settings: Settings) -> faust.App:
@@ -149,23 +158,37 @@ def create_app(settings: Settings) -> SeineApp:
         out = ctx.outbox()
 
         async def loop(stream: Any) -> None:
-            async for event in stream.events():
-                partition = event.message.partition
-                try:
-                    value = event.value
-                    record = codec.decode(spec.schema, value) if decode else value
-                    result = step(partition, record, out)
-                    if asyncio.iscoroutine(result):
-                        await result
-                except (codec.DecodeError, InvalidSeed) as exc:
-                    await ctx.dead_letter(stage, event, str(exc))
-                except Exception as exc:  # a stage survives any message
-                    log.exception("%s failed on a message", stage)
-                    await ctx.dead_letter(stage, event, f"{type(exc).__name__}: {exc}")
+            # Take whatever has queued up (up to max_batch_events) and handle it as one
+            # unit: the outbox then sends one message per (topic, partition) for all
+            # of it, so under load the messages per page fall instead of rising.
+            async for events in stream.take_events(
+                settings.max_batch_events, within=settings.batch_linger
+            ):
+                now_ms = time.time() * 1000.0
+                for event in events:
+                    ctx.counters.observe_latency(spec.name, now_ms - event.message.timestamp * 1000)
+                    # Table writes go to the changelog partition of the *current event*;
+                    # Faust sets it per stream item, so set it per taken event here.
+                    set_current_event(event)
+                    await handle_one(event)
                 try:
                     await out.flush()
                 finally:
-                    ctx.counters.done[spec.name] += 1
+                    ctx.counters.done[spec.name] += len(events)
+
+        async def handle_one(event: Any) -> None:
+            partition = event.message.partition
+            try:
+                value = event.value
+                record = codec.decode(spec.schema, value) if decode else value
+                result = step(partition, record, out)
+                if asyncio.iscoroutine(result):
+                    await result
+            except (codec.DecodeError, InvalidSeed) as exc:
+                await ctx.dead_letter(stage, event, str(exc))
+            except Exception as exc:  # a stage survives any message
+                log.exception("%s failed on a message", stage)
+                await ctx.dead_letter(stage, event, f"{type(exc).__name__}: {exc}")
 
         loop.__name__ = loop.__qualname__ = stage.replace("-", "_")
         app.agent(ctx.topic(spec), name=stage)(loop)
@@ -206,21 +229,30 @@ def create_app(settings: Settings) -> SeineApp:
         lambda p, batch, out: url_filter.handle(p, batch, filter_config, scope_table, out),
     )
 
-    @app.timer(interval=max(0.005, settings.batch_linger))
+    @app.task
     async def flush_fetch_results() -> None:
         """Fetches finish one by one; send their results in coalesced batches."""
-        await fetch_stage.out.flush()
+        while not app.should_stop:
+            await asyncio.sleep(settings.batch_linger)
+            await fetch_stage.out.flush()
+
+    lease_ticks: dict[int, float] = {}
 
     @app.timer(interval=0.02)
     async def wake_sleeping_hosts() -> None:
-        """Send a tick to each partition whose earliest sleeping host is due."""
+        """Tick each partition whose earliest sleeping host is due (table writes need an
+        event of the partition), and now and then one with fetches in flight, so that
+        lost completions are noticed by lease expiry."""
         now = time.time()
         for partition in the_frontier.partitions():
             wake = the_frontier.next_wake(partition)
             due = wake is not None and wake <= now
-            lease_check = the_frontier.in_flight and int(now) % 10 == 0
+            lease_check = bool(the_frontier.in_flight) and (
+                now - lease_ticks.get(partition, 0.0) >= settings.fetch_lease / 4
+            )
             if (due or lease_check) and partition not in ticks_pending:
                 ticks_pending.add(partition)
+                lease_ticks[partition] = now
                 await ctx.send(
                     topology.FRONTIER,
                     partition,
@@ -229,8 +261,13 @@ def create_app(settings: Settings) -> SeineApp:
                     ),
                 )
 
+    @app.timer(interval=0.1)
+    async def serve_producer_deliveries() -> None:
+        ctx.producer.poll()
+
     @app.task
     async def push_initial_seeds() -> None:
+        hook_into_commits(app, ctx.producer)
         for url in seine.initial_seeds:
             await ctx.send(topology.SEEDS, 0, url.encode("utf-8"))
 
@@ -255,6 +292,8 @@ def create_app(settings: Settings) -> SeineApp:
 def run_worker(seine: SeineApp) -> int:
     """Run the worker until it is stopped (signal, or idle with --until-idle)."""
     ensure_topics(seine.settings)
+    if seine.settings.event_loop == "uvloop":
+        mode.loop.use("uvloop")
     worker = faust.Worker(
         seine.app,
         loglevel=seine.settings.log_level,
@@ -268,6 +307,7 @@ def run_worker(seine: SeineApp) -> int:
         pass
     finally:
         seine.store.close()
+        seine.ctx.producer.close()
         with contextlib.suppress(Exception):
             asyncio.run(seine.fetch.close())
     return seine.exit_code

@@ -224,6 +224,10 @@ def run_crawl(settings: Settings, seeds: list[str], until_idle: bool) -> int:
             progress.close()
         elapsed = time.time() - started
         c = seine.ctx.counters
+        if effective.log_level.lower() in ("info", "debug"):
+            print(f"seine: messages handled per stage topic: {dict(c.done)}")
+            latency = {k: round(v, 1) for k, v in c.latency_ms.items()}
+            print(f"seine: smoothed produce-to-handle latency (ms): {latency}")
         fetched = c.outcomes.get("fetched", 0)
         print(
             f"seine: {c.pages_stored} pages stored, {fetched} fetched in {elapsed:.1f}s "

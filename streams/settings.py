@@ -61,9 +61,13 @@ class Settings:
     web_bind: str = "127.0.0.1"
     web_port: int = 6066
     log_level: str = "warning"
+    #: asyncio event loop: "uvloop" (faster sockets and timers) or "asyncio".
+    event_loop: str = "uvloop"
     segment_max_bytes: int = 1 << 30
     #: Linger (seconds) before a stage sends its coalesced output batch.
     batch_linger: float = 0.01
+    #: Most messages an agent takes from its stream to handle as one unit.
+    max_batch_events: int = 256
 
     def with_overrides(self, **changes: Any) -> Settings:
         return dataclasses.replace(self, **changes)

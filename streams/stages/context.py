@@ -23,6 +23,7 @@ import topology
 from streams import codec
 from streams.core.partitioning import partition_for
 from streams.core.urls import host_of, site_key
+from streams.producer import StageProducer
 from streams.settings import Settings
 from topology import TopicSpec
 
@@ -53,6 +54,12 @@ class Counters:
     bytes_fetched: int = 0
     dead_letters: int = 0
     started_at: float = field(default_factory=time.time)
+    #: Per consumed topic: smoothed milliseconds from produce to handling.
+    latency_ms: dict[str, float] = field(default_factory=dict)
+
+    def observe_latency(self, topic: str, ms: float) -> None:
+        previous = self.latency_ms.get(topic)
+        self.latency_ms[topic] = ms if previous is None else previous * 0.95 + ms * 0.05
 
     def balanced(self) -> bool:
         """Every message sent to a consumed topic has been handled."""
@@ -176,6 +183,10 @@ class StageContext:
                 value_serializer="raw",
                 config={"max.message.bytes": str(16 * 1024 * 1024)},
             )
+        self.topic_names = {
+            spec.name: topology.topic_name(settings.app_id, spec) for spec in topology.TOPICS
+        }
+        self.producer = StageProducer(settings.bootstrap)
         self.outboxes: list[Outbox] = []
         #: Hooks the idle check consults besides the counters (e.g. the frontier's queues).
         self.busy_checks: list[Callable[[], bool]] = []
@@ -201,7 +212,7 @@ class StageContext:
 
     async def send(self, spec: TopicSpec, partition: int, value: bytes) -> None:
         self.counters.sent[spec.name] += 1
-        await self.topic(spec).send(key=None, value=value, partition=partition)
+        self.producer.produce(self.topic_names[spec.name], value, partition)
 
     async def dead_letter(self, stage: str, event: Any, error: str) -> None:
         """Keep an unprocessable message whole, with where it came from and why."""
@@ -224,7 +235,7 @@ class StageContext:
 
     def idle(self) -> bool:
         """True when nothing is queued, in flight, unsent or unhandled anywhere in this worker."""
-        if self.counters.fetch_in_flight:
+        if self.counters.fetch_in_flight or self.producer.pending():
             return False
         if any(box.pending for box in self.outboxes):
             return False
