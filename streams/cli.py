@@ -269,21 +269,28 @@ def cmd_seed(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_get(args: argparse.Namespace) -> int:
+def _open_store(args: argparse.Namespace, command: str) -> Any:
+    """The page store of --data-dir, read-only (a crawl may hold it open), or None."""
     from streams.core.pagestore import PageStore
+
+    path = Path(_settings_from(args).data_dir) / "pages"
+    try:
+        return PageStore(path, read_only=True)
+    except OSError as exc:
+        print(f"seine {command}: no page store at {path}: {exc}", file=sys.stderr)
+        return None
+
+
+def cmd_get(args: argparse.Namespace) -> int:
     from streams.core.urls import canonical
 
-    settings = _settings_from(args)
-    path = Path(settings.data_dir) / "pages"
-    try:
-        store = PageStore(path, read_only=True)
-    except (FileNotFoundError, OSError) as exc:
-        print(f"seine get: no page store at {path}: {exc}", file=sys.stderr)
+    store = _open_store(args, "get")
+    if store is None:
         return 1
     with store:
         capture = store.get(canonical(args.url) or args.url, at=args.at)
         if capture is None:
-            print(f"seine get: {args.url} is not stored in {path}", file=sys.stderr)
+            print(f"seine get: {args.url} is not stored in {store.path}", file=sys.stderr)
             return 1
         sys.stdout.buffer.write(capture.body)
         sys.stdout.buffer.flush()
@@ -291,14 +298,8 @@ def cmd_get(args: argparse.Namespace) -> int:
 
 
 def cmd_pages(args: argparse.Namespace) -> int:
-    from streams.core.pagestore import PageStore
-
-    settings = _settings_from(args)
-    path = Path(settings.data_dir) / "pages"
-    try:
-        store = PageStore(path, read_only=True)
-    except (FileNotFoundError, OSError) as exc:
-        print(f"seine pages: no page store at {path}: {exc}", file=sys.stderr)
+    store = _open_store(args, "pages")
+    if store is None:
         return 1
     with store:
         for url in store.urls():
