@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import sys
 import tempfile
 import time
@@ -359,6 +360,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         print(f"seine {args.command}: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # `seine pages | head`: the reader left; stop quietly, as Unix tools do.
+        with contextlib.suppress(OSError):
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115
+        return 0
     return 2
 
 
