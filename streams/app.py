@@ -32,10 +32,12 @@ from streams.core.pagestore import PageStore
 from streams.core.seeds import InvalidSeed
 from streams.kafka_tuning import set_fetch_max_wait
 from streams.producer import hook_into_commits
+from streams.quiet_monitor import QuietMonitor
 from streams.settings import Settings
 from streams.stages import dedup, frontier, link_extract, parse, seeds, url_filter, url_seen
 from streams.stages.context import Outbox, StageContext
 from streams.stages.fetch import FetchStage
+from streams.tables import ProducedTable
 from topology import TopicSpec
 
 log = logging.getLogger("seine")
@@ -98,6 +100,9 @@ def faust_app(settings: Settings) -> faust.App:
         producer_linger_ms=2,
         stream_buffer_maxsize=4096,
         table_cleanup_interval=60.0,
+        Monitor=QuietMonitor,
+        Table=ProducedTable,
+        table_standby_replicas=settings.standby_replicas,
     )
 
 
@@ -107,6 +112,7 @@ def create_app(settings: Settings) -> SeineApp:
         raise ValueError("settings.bootstrap is empty: start a broker (or the embedded one) first")
     app = faust_app(settings)
     ctx = StageContext(app, settings)
+    app.seine_producer = ctx.producer  # type: ignore[attr-defined]
     n = settings.partitions
 
     def table(name: str) -> Any:
@@ -117,6 +123,7 @@ def create_app(settings: Settings) -> SeineApp:
     hosts_table = table("hosts")
     queue_table = table("queue")
     fingerprint_table = table("fingerprints")
+    tables = [seen_table, scope_table, hosts_table, queue_table, fingerprint_table]
 
     policy = Politeness(
         delay=settings.delay,
@@ -264,6 +271,8 @@ def create_app(settings: Settings) -> SeineApp:
     @app.timer(interval=0.1)
     async def serve_producer_deliveries() -> None:
         ctx.producer.poll()
+        for table in tables:
+            table.apply_persisted_offsets()
 
     @app.task
     async def push_initial_seeds() -> None:

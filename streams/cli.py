@@ -10,6 +10,7 @@ import argparse
 import contextlib
 import json
 import os
+import resource
 import sys
 import tempfile
 import time
@@ -225,11 +226,17 @@ def run_crawl(settings: Settings, seeds: list[str], until_idle: bool) -> int:
             progress.close()
         elapsed = time.time() - started
         c = seine.ctx.counters
+        fetched = c.outcomes.get("fetched", 0)
         if effective.log_level.lower() in ("info", "debug"):
             print(f"seine: messages handled per stage topic: {dict(c.done)}")
             latency = {k: round(v, 1) for k, v in c.latency_ms.items()}
             print(f"seine: smoothed produce-to-handle latency (ms): {latency}")
-        fetched = c.outcomes.get("fetched", 0)
+            usage = resource.getrusage(resource.RUSAGE_SELF)
+            cpu = usage.ru_utime + usage.ru_stime
+            print(
+                f"seine: worker CPU {cpu:.1f}s = {1000 * cpu / max(fetched, 1):.2f} ms per "
+                f"fetched page, peak RSS {usage.ru_maxrss / 1024:.0f} MB"
+            )
         print(
             f"seine: {c.pages_stored} pages stored, {fetched} fetched in {elapsed:.1f}s "
             f"({fetched / max(elapsed, 1e-6):.0f} pages/s), "

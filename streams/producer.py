@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
@@ -33,6 +34,9 @@ class StageProducer:
             "queue.buffering.max.kbytes": 262144,
             "message.max.bytes": 16 * 1024 * 1024,
             "enable.idempotence": False,
+            # HTML compresses ~4×; librdkafka compresses in its own threads, and the
+            # broker then moves a quarter of the bytes (aiokafka decompresses with cramjam).
+            "compression.type": "lz4",
             "acks": "all",
         }
         settings.update(config)
@@ -58,6 +62,31 @@ class StageProducer:
                 self._producer.poll(0.05)
             except KafkaException as exc:
                 raise RuntimeError(f"cannot produce to {topic}[{partition}]: {exc}") from exc
+
+    def produce_changelog(
+        self,
+        topic: str,
+        key: bytes,
+        value: bytes | None,
+        partition: int,
+        delivered: Callable[[int, int], None],
+    ) -> None:
+        """Produce a table changelog record; `delivered(partition, offset)` on success."""
+
+        def on_delivery(error: KafkaError | None, message: Message) -> None:
+            if error is not None:
+                self._on_delivery(error, message)
+            else:
+                delivered(message.partition(), message.offset())
+
+        while True:
+            try:
+                self._producer.produce(
+                    topic, value, key, partition=partition, on_delivery=on_delivery
+                )
+                return
+            except BufferError:
+                self._producer.poll(0.05)
 
     def poll(self) -> None:
         self._producer.poll(0)

@@ -60,6 +60,9 @@ class Settings:
     web_enabled: bool = False
     web_bind: str = "127.0.0.1"
     web_port: int = 6066
+    #: Standby copies of each table partition kept warm on other workers (Faust's
+    #: table_standby_replicas). A standby consumes its changelog continuously.
+    standby_replicas: int = 1
     log_level: str = "warning"
     #: asyncio event loop: "uvloop" (faster sockets and timers) or "asyncio".
     event_loop: str = "uvloop"
