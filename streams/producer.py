@@ -77,7 +77,7 @@ class StageProducer:
             if error is not None:
                 self._on_delivery(error, message)
             else:
-                delivered(message.partition(), message.offset())
+                delivered(message.partition() or 0, message.offset() or 0)
 
         while True:
             try:
