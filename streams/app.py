@@ -206,10 +206,14 @@ def create_app(settings: Settings) -> SeineApp:
         lambda p, payload, out: seeds.handle(ctx, payload, out),
         decode=False,
     )
+    seen_filters = url_seen.SeenFilters(settings.bloom_capacity, settings.bloom_error_rate)
+    ctx.seen_filters = seen_filters
     agent(
         topology.URL_SEEN,
         "url-seen",
-        lambda p, batch, out: url_seen.handle(p, batch, seen_table, scope_table, out),
+        lambda p, batch, out: url_seen.handle(
+            p, batch, seen_table, scope_table, seen_filters, ctx.url_partition, out
+        ),
     )
 
     def frontier_step(partition: int, event: dict[str, Any], out: Outbox) -> None:

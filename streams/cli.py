@@ -109,6 +109,16 @@ def build_parser() -> argparse.ArgumentParser:
     pages = sub.add_parser("pages", help="list stored URLs, one per line")
     _common(pages)
 
+    export = sub.add_parser("export", help="write the page store's index for archive tools")
+    export.add_argument(
+        "--cdxj",
+        action="store_true",
+        required=True,
+        help="sorted CDXJ with SURT keys, as pywb reads it (the only format so far)",
+    )
+    export.add_argument("--out", help="write to FILE (atomically) instead of stdout")
+    _common(export)
+
     demo = sub.add_parser("demo", help="serve the bundled demo web on loopback and crawl it")
     demo.add_argument("--hosts", type=int, default=20)
     demo.add_argument("--pages", type=int, default=30)
@@ -231,6 +241,13 @@ def run_crawl(settings: Settings, seeds: list[str], until_idle: bool) -> int:
             print(f"seine: messages handled per stage topic: {dict(c.done)}")
             latency = {k: round(v, 1) for k, v in c.latency_ms.items()}
             print(f"seine: smoothed produce-to-handle latency (ms): {latency}")
+            filters = seine.ctx.seen_filters
+            if filters is not None:
+                print(
+                    f"seine: url-seen Bloom filters: {filters.false_positives} false positives "
+                    f"confirmed new by the exact table, {filters.confirmed_seen} confirmed seen; "
+                    f"rebuilt per partition in {filters.rebuild_seconds} s"
+                )
             usage = resource.getrusage(resource.RUSAGE_SELF)
             cpu = usage.ru_utime + usage.ru_stime
             print(
@@ -315,6 +332,33 @@ def cmd_pages(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    """`seine export --cdxj`: the capture index as CDXJ, so pywb can replay our WARCs.
+
+    Put the file in a pywb collection's ``indexes/`` and the segments in its
+    ``archive/``: CDXJ names segments relative to the archive directory.  ``--out``
+    writes a temp file and renames it, so a reader never sees half an index.
+    """
+    store = _open_store(args, "export")
+    if store is None:
+        return 1
+    with store:
+        if args.out is None:
+            n = store.export_cdxj(sys.stdout)
+            sys.stdout.flush()
+        else:
+            out = Path(args.out)
+            tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+            try:
+                with tmp.open("w", encoding="utf-8", newline="\n") as f:
+                    n = store.export_cdxj(f)
+                tmp.replace(out)
+            finally:
+                tmp.unlink(missing_ok=True)
+    print(f"seine export: {n} captures from {store.path}", file=sys.stderr)
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from streams.demo.server import start_server_process
     from streams.demo.webgen import WebSpec
@@ -362,6 +406,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_get(args)
         if args.command == "pages":
             return cmd_pages(args)
+        if args.command == "export":
+            return cmd_export(args)
         if args.command == "demo":
             return cmd_demo(args)
     except ValueError as exc:

@@ -60,6 +60,9 @@ class Settings:
     web_enabled: bool = False
     web_bind: str = "127.0.0.1"
     web_port: int = 6066
+    #: url-seen Bloom filter per partition: expected URLs, and target false-positive rate.
+    bloom_capacity: int = 1_000_000
+    bloom_error_rate: float = 0.01
     #: Standby copies of each table partition kept warm on other workers (Faust's
     #: table_standby_replicas). A standby consumes its changelog continuously.
     standby_replicas: int = 1

@@ -188,6 +188,7 @@ class StageContext:
         }
         self.producer = StageProducer(settings.bootstrap)
         self.outboxes: list[Outbox] = []
+        self.seen_filters: Any = None
         #: Hooks the idle check consults besides the counters (e.g. the frontier's queues).
         self.busy_checks: list[Callable[[], bool]] = []
 
