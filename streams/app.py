@@ -31,6 +31,7 @@ from streams.core.frontier import Frontier, Politeness
 from streams.core.pagestore import PageStore
 from streams.core.seeds import InvalidSeed
 from streams.kafka_tuning import set_fetch_max_wait
+from streams.multiworker import write_status
 from streams.producer import hook_into_commits
 from streams.quiet_monitor import QuietMonitor
 from streams.settings import Settings
@@ -63,6 +64,23 @@ class SeineApp:
     worker: Any = None
     on_progress: Callable[[SeineApp], None] | None = None
     finished: bool = False
+
+    def status(self) -> dict[str, Any]:
+        """This worker's counters, for a supervisor that sums them over workers."""
+        c = self.ctx.counters
+        return {
+            "sent": dict(c.sent),
+            "done": dict(c.done),
+            "busy": self.ctx.locally_busy(),
+            "rebalancing": bool(self.app.rebalancing),
+            "assigned": len(self.app.assignor.assigned_actives()),
+            "queued": self.frontier.queued,
+            "fetched": c.outcomes.get("fetched", 0),
+            "pages_stored": c.pages_stored,
+            "outcomes": dict(c.outcomes),
+            "dead_letters": c.dead_letters,
+            "at": time.time(),
+        }
 
     def stop(self, code: int = 0) -> None:
         """Ask the worker to shut down (from inside the loop)."""
@@ -284,10 +302,14 @@ def create_app(settings: Settings) -> SeineApp:
         for url in seine.initial_seeds:
             await ctx.send(topology.SEEDS, 0, url.encode("utf-8"))
 
+    status_path = Path(settings.status_file) if settings.status_file else None
+
     @app.timer(interval=0.25)
     async def watch() -> None:
         if seine.on_progress is not None:
             seine.on_progress(seine)
+        if status_path is not None:
+            write_status(status_path, seine.status())
         if not seine.until_idle or seine.finished:
             return
         if not ctx.idle():

@@ -90,10 +90,16 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="exit 0 once nothing is queued or in flight",
     )
+    crawl.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="worker processes sharing the partitions (each with its own data dir)",
+    )
     _crawl_flags(crawl)
 
     worker = sub.add_parser("worker", help="join a crawl on a Kafka cluster as one more worker")
-    _crawl_flags(worker, bootstrap_required=True)
+    _crawl_flags(worker)
 
     seed = sub.add_parser("seed", help="push seed URLs to a running crawl")
     seed.add_argument("urls", nargs="+")
@@ -295,14 +301,15 @@ def cmd_seed(args: argparse.Namespace) -> int:
 
 
 def _open_store(args: argparse.Namespace, command: str) -> Any:
-    """The page store of --data-dir, read-only (a crawl may hold it open), or None."""
-    from streams.core.pagestore import PageStore
+    """Every page store under --data-dir (its own, and one per worker of `--workers N`),
+    read-only (a crawl may hold them open), as one StoreSet; None when there is none."""
+    from streams.storeset import open_stores
 
-    path = Path(_settings_from(args).data_dir) / "pages"
+    data = Path(_settings_from(args).data_dir)
     try:
-        return PageStore(path, read_only=True)
+        return open_stores(data)
     except OSError as exc:
-        print(f"seine {command}: no page store at {path}: {exc}", file=sys.stderr)
+        print(f"seine {command}: {exc}", file=sys.stderr)
         return None
 
 
@@ -397,9 +404,19 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "seine crawl: no seeds given (URL arguments or --seeds-file)", file=sys.stderr
                 )
                 return 2
-            return run_crawl(_settings_from(args), seeds, args.until_idle)
+            settings = _settings_from(args)
+            if args.workers > 1:
+                from streams.multiworker import run_workers
+
+                with broker_for(settings) as effective:
+                    return run_workers(effective, seeds, args.workers, args.until_idle)
+            return run_crawl(settings, seeds, args.until_idle)
         if args.command == "worker":
-            return run_crawl(_settings_from(args), [], until_idle=False)
+            settings = _settings_from(args)
+            if not settings.bootstrap:
+                print("seine worker: --bootstrap (or SEINE_BOOTSTRAP) is required", file=sys.stderr)
+                return 2
+            return run_crawl(settings, [], until_idle=False)
         if args.command == "seed":
             return cmd_seed(args)
         if args.command == "get":

@@ -67,6 +67,8 @@ class Settings:
     #: table_standby_replicas). A standby consumes its changelog continuously.
     standby_replicas: int = 1
     log_level: str = "warning"
+    #: Where a worker started by `seine crawl --workers N` reports its counters.
+    status_file: str = ""
     #: asyncio event loop: "uvloop" (faster sockets and timers) or "asyncio".
     event_loop: str = "uvloop"
     segment_max_bytes: int = 1 << 30

@@ -234,15 +234,18 @@ class StageContext:
         log.warning("dead letter from %s: %s", stage, error[:300])
         await self.send(topology.DEAD_LETTERS, 0, codec.encode("dead_letter", record))
 
-    def idle(self) -> bool:
-        """True when nothing is queued, in flight, unsent or unhandled anywhere in this worker."""
+    def locally_busy(self) -> bool:
+        """Work this worker holds: fetches in flight, unsent output, queued URLs."""
         if self.counters.fetch_in_flight or self.producer.pending():
-            return False
+            return True
         if any(box.pending for box in self.outboxes):
-            return False
-        if not self.counters.balanced():
-            return False
-        return not any(check() for check in self.busy_checks)
+            return True
+        return any(check() for check in self.busy_checks)
+
+    def idle(self) -> bool:
+        """True when nothing is queued, in flight, unsent or unhandled anywhere in this
+        worker — and, as this worker owns every partition, in the crawl."""
+        return not self.locally_busy() and self.counters.balanced()
 
 
 async def run_periodically(interval: float, fn: Callable[[], Any]) -> None:

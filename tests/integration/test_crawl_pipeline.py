@@ -15,9 +15,9 @@ from urllib.parse import urlsplit
 import pytest
 
 from streams.broker import EmbeddedBroker
-from streams.core.pagestore import PageStore
 from streams.demo.server import read_request_log, start_server_process
 from streams.demo.webgen import WebSpec
+from streams.storeset import open_stores
 from tests.integration.conftest import crawl_env, run_crawl, run_seine
 
 SPEC = WebSpec(hosts=50, pages_per_host=40, seed=7)
@@ -32,9 +32,11 @@ def demo_web(tmp_path: Path):
     server.stop()
 
 
-@pytest.mark.parametrize("partitions", [1, 4])
+@pytest.mark.parametrize(
+    ("partitions", "workers"), [(1, 1), (4, 1), (4, 2)], ids=["1p", "4p", "4p-2workers"]
+)
 def test_crawl_of_the_demo_web(
-    broker: EmbeddedBroker, demo_web, tmp_path: Path, partitions: int
+    broker: EmbeddedBroker, demo_web, tmp_path: Path, partitions: int, workers: int
 ) -> None:
     web = demo_web.web
     run = run_crawl(
@@ -43,19 +45,20 @@ def test_crawl_of_the_demo_web(
         demo_web.seeds,
         partitions=partitions,
         resolve=demo_web.resolve,
+        extra_args=["--workers", str(workers)],
     )
     assert run.returncode == 0, run.stderr[-3000:]
     assert "pages stored" in run.stdout
 
     expected = web.reachable_allowed()
-    with PageStore(run.data_dir / "pages", read_only=True) as store:
+    with open_stores(run.data_dir) as store:
         stored = set(store.urls())
         # every reachable, allowed page is stored, and nothing else
         assert stored == expected, (
             f"missing {sorted(expected - stored)[:5]}, extra {sorted(stored - expected)[:5]}"
         )
         # ... exactly once
-        multi = [u for u in stored if len(store.captures(u)) != 1]
+        multi = [u for u in stored if sum(len(s.captures(u)) for s in store.stores) != 1]
         assert not multi, multi[:5]
         # duplicates: one full copy per group, the rest revisit records
         for group in web.duplicate_groups():

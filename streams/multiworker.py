@@ -1,0 +1,199 @@
+"""`seine crawl --workers N`: N worker processes of one app on one broker.
+
+Kafka's consumer group spreads the partitions over the workers, exactly as on a
+cluster; each worker has its own data dir (RocksDB locks its files) and page
+store. The parent process pushes the seeds, and decides when the crawl is idle
+from the workers' status files: a message sent by one worker is handled by
+another, so only the sums over all workers balance. Idle means, summed over
+workers, every message sent to a consumed topic has been handled, nothing is
+queued (or the page budget is spent), nothing is in flight or unsent, and no
+worker is rebalancing — continuously for `IDLE_SECONDS`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+import topology
+from streams.settings import Settings
+
+IDLE_SECONDS = 2.0
+STATUS_FILE = "status.json"
+
+
+def worker_dir(data_dir: str | Path, index: int) -> Path:
+    return Path(data_dir) / f"worker-{index}"
+
+
+def settings_env(settings: Settings) -> dict[str, str]:
+    """Settings as SEINE_* variables, so a child process builds the same Settings."""
+    env: dict[str, str] = {}
+    for f in fields(Settings):
+        value = getattr(settings, f.name)
+        if isinstance(value, dict):
+            text = ",".join(f"{k}={v}" for k, v in value.items())
+        elif isinstance(value, bool):
+            text = "true" if value else "false"
+        else:
+            text = str(value)
+        env["SEINE_" + f.name.upper()] = text
+    return env
+
+
+def write_status(path: Path, status: dict[str, Any]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(status), encoding="utf-8")
+    tmp.replace(path)
+
+
+def read_status(path: Path) -> dict[str, Any] | None:
+    try:
+        return dict(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError):
+        return None
+
+
+def globally_idle(statuses: list[dict[str, Any]], seeds_sent: int) -> bool:
+    sent: Counter[str] = Counter({topology.SEEDS.name: seeds_sent})
+    done: Counter[str] = Counter()
+    for status in statuses:
+        if status["busy"] or status["rebalancing"]:
+            return False
+        sent.update(status["sent"])
+        done.update(status["done"])
+    unconsumed = {topology.CRAWL_LOG.name, topology.DEAD_LETTERS.name}
+    return all(done[name] >= count for name, count in sent.items() if name not in unconsumed)
+
+
+def run_workers(settings: Settings, seeds: list[str], workers: int, until_idle: bool) -> int:
+    """Start the workers, push the seeds, wait for idle (or a signal), stop the workers."""
+    from confluent_kafka import Producer
+
+    from streams.admin import ensure_topics
+    from streams.core.partitioning import partition_for
+    from streams.core.urls import host_of, site_key
+
+    ensure_topics(settings)
+    procs: list[subprocess.Popen[bytes]] = []
+    status_paths: list[Path] = []
+    base_env = {**os.environ, **settings_env(settings)}
+    for index in range(workers):
+        directory = worker_dir(settings.data_dir, index)
+        directory.mkdir(parents=True, exist_ok=True)
+        status = directory / STATUS_FILE
+        status.unlink(missing_ok=True)
+        status_paths.append(status)
+        env = {
+            **base_env,
+            "SEINE_DATA_DIR": str(directory),
+            "SEINE_STATUS_FILE": str(status),
+        }
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "streams.cli", "worker"],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=open(directory / "worker.log", "ab"),  # noqa: SIM115
+                stderr=subprocess.STDOUT,
+            )
+        )
+    stopping = False
+    seeded = False
+
+    def push_seeds() -> None:
+        producer = Producer({"bootstrap.servers": settings.bootstrap})
+        topic = topology.topic_name(settings.app_id, topology.SEEDS)
+        for url in seeds:
+            partition = partition_for(site_key(host_of(url)), settings.partitions)
+            producer.produce(topic, url.encode("utf-8"), partition=partition)
+        producer.flush(30)
+
+    def stop(*_: Any) -> None:
+        nonlocal stopping
+        stopping = True
+
+    previous = signal.signal(signal.SIGINT, stop), signal.signal(signal.SIGTERM, stop)
+    started = time.time()
+    idle_since: float | None = None
+    last_line = 0.0
+    code = 0
+    try:
+        while not stopping:
+            time.sleep(0.25)  # a supervisor's poll interval, not test synchronisation
+            if any(p.poll() is not None for p in procs):
+                print("seine: a worker exited unexpectedly; stopping the others", file=sys.stderr)
+                code = 1
+                break
+            statuses = [read_status(path) for path in status_paths]
+            if any(s is None for s in statuses):
+                continue
+            ready = [s for s in statuses if s is not None]
+            if not seeded:
+                # Seed only once every worker holds partitions: a rebalance moving
+                # hosts while fetches are in flight is exactly what we avoid here.
+                if all(s["assigned"] > 0 and not s["rebalancing"] for s in ready):
+                    push_seeds()
+                    seeded = True
+                    started = time.time()
+                continue
+            if time.monotonic() - last_line >= 5.0:
+                last_line = time.monotonic()
+                fetched = sum(s["fetched"] for s in ready)
+                elapsed = max(time.time() - started, 1e-6)
+                print(
+                    f"pages {sum(s['pages_stored'] for s in ready)}  fetched {fetched}  "
+                    f"{fetched / elapsed:.0f} pages/s  queued {sum(s['queued'] for s in ready)}  "
+                    f"workers {workers}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            if not until_idle:
+                continue
+            if globally_idle(ready, len(seeds)):
+                if idle_since is None:
+                    idle_since = time.monotonic()
+                elif time.monotonic() - idle_since >= IDLE_SECONDS:
+                    break
+            else:
+                idle_since = None
+    finally:
+        signal.signal(signal.SIGINT, previous[0])
+        signal.signal(signal.SIGTERM, previous[1])
+        for proc in procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in procs:
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    final: list[dict[str, Any]] = []
+    for path in status_paths:
+        last = read_status(path)
+        if last is not None:
+            final.append(last)
+    elapsed = time.time() - started
+    outcomes: Counter[str] = Counter()
+    for s in final:
+        outcomes.update(s["outcomes"])
+    fetched = outcomes.get("fetched", 0)
+    print(
+        f"seine: {sum(s['pages_stored'] for s in final)} pages stored, {fetched} fetched in "
+        f"{elapsed:.1f}s ({fetched / max(elapsed, 1e-6):.0f} pages/s) by {workers} workers, "
+        f"{outcomes.get('duplicate', 0)} duplicates, "
+        f"{outcomes.get('robots-disallowed', 0)} disallowed by robots, "
+        f"{sum(outcomes.get(k, 0) for k in ('error', 'http-error', 'blocked'))} errors, "
+        f"{sum(s['dead_letters'] for s in final)} dead letters; data in {settings.data_dir}",
+        flush=True,
+    )
+    return code

@@ -1,0 +1,88 @@
+"""Several page stores read as one: a crawl with N workers has one store per worker.
+
+After a rebalance a host's captures may sit in two workers' stores, so a lookup
+asks every store and keeps the newest capture (or the newest at or before `at`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+from pathlib import Path
+from types import TracebackType
+from typing import TextIO
+
+from streams.core.pagestore import Capture, PageStore
+
+
+def store_paths(data_dir: str | Path) -> list[Path]:
+    """The page stores under a data dir: its own, and one per worker of `--workers N`."""
+    data = Path(data_dir)
+    paths = [data / "pages", *sorted(data.glob("worker-*/pages"))]
+    return [path for path in paths if (path / "index").is_dir()]
+
+
+def open_stores(data_dir: str | Path) -> StoreSet:
+    """Every page store under `data_dir`, read-only; FileNotFoundError when there is none."""
+    paths = store_paths(data_dir)
+    if not paths:
+        raise FileNotFoundError(f"no page store under {data_dir}")
+    return StoreSet([PageStore(path, read_only=True) for path in paths])
+
+
+class StoreSet:
+    def __init__(self, stores: list[PageStore]) -> None:
+        if not stores:
+            raise ValueError("a StoreSet needs at least one page store")
+        self.stores = stores
+
+    @property
+    def path(self) -> Path:
+        return self.stores[0].path if len(self.stores) == 1 else self.stores[0].path.parent
+
+    def get(self, url: str, at: float | None = None) -> Capture | None:
+        """The newest capture of `url` in any store; a revisit whose original lives in
+        another worker's store gets the original's body from there."""
+        captures = [c for c in (store.get(url, at=at) for store in self.stores) if c is not None]
+        if not captures:
+            return None
+        capture = max(captures, key=lambda c: c.fetched_at)
+        if capture.revisit_of and not capture.body and capture.revisit_of != url:
+            original = self.get(capture.revisit_of)
+            if original is not None:
+                capture = dataclasses.replace(capture, body=original.body)
+        return capture
+
+    def __contains__(self, url: str) -> bool:
+        return any(url in store for store in self.stores)
+
+    def urls(self) -> list[str]:
+        return sorted({url for store in self.stores for url in store.urls()})
+
+    def export_cdxj(self, out: TextIO) -> int:
+        if len(self.stores) == 1:
+            return self.stores[0].export_cdxj(out)
+        lines: list[str] = []
+        for store in self.stores:
+            buffer = io.StringIO()
+            store.export_cdxj(buffer)
+            lines.extend(buffer.getvalue().splitlines())
+        lines.sort()
+        for line in lines:
+            out.write(line + "\n")
+        return len(lines)
+
+    def close(self) -> None:
+        for store in self.stores:
+            store.close()
+
+    def __enter__(self) -> StoreSet:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
