@@ -152,7 +152,9 @@ def create_app(settings: Settings) -> SeineApp:
         robots_retry=settings.robots_retry,
         max_pages=settings.max_pages,
     )
-    the_frontier = Frontier(hosts_table, queue_table, policy, ctx.host_partition)
+    the_frontier = Frontier(
+        hosts_table, queue_table, policy, ctx.host_partition, write_back=True
+    )
     ctx.busy_checks.append(
         lambda: (
             the_frontier.in_flight > 0

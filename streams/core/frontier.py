@@ -116,7 +116,10 @@ class Frontier:
         policy: Politeness,
         partition_of: Callable[[str], int],
         clock: Callable[[], float] = time.time,
+        write_back: bool = False,
     ) -> None:
+        #: Hold changed host states until flush() (the stage does; plain dicts need not).
+        self.write_back = write_back
         self.hosts = hosts
         self.queue = queue
         self.policy = policy
@@ -124,6 +127,10 @@ class Frontier:
         self.clock = clock
         self._partitions: dict[int, _PartitionQueue] = {}
         self._rules: dict[str, RobotsRules] = {}
+        #: Host states changed while handling the current event, written to `hosts` once
+        #: each by flush(): a host's state changes several times in one event (enqueue,
+        #: completion, dispatch), and every table write is a changelog record.
+        self._dirty: dict[str, HostState] = {}
         #: Busy hosts are few (at most the fetches in flight), so their leases live in memory.
         self._busy: dict[str, HostState] = {}
         #: URLs waiting in queues of hosts this worker owns (for idle detection and progress).
@@ -131,6 +138,29 @@ class Frontier:
         #: Fetches dispatched and not yet completed.
         self.in_flight = 0
         self.pages_dispatched = 0
+
+    # -- write-back of host states ------------------------------------------------
+
+    def _get(self, authority: str) -> HostState | None:
+        state = self._dirty.get(authority)
+        return state if state is not None else self.hosts.get(authority)
+
+    def _put(self, authority: str, state: HostState) -> None:
+        if self.write_back:
+            self._dirty[authority] = state
+        else:
+            self.hosts[authority] = state
+
+    def flush(self) -> int:
+        """Write every host state changed since the last flush; returns how many.
+
+        Call at the end of handling each event, while that event is current (the
+        table writes go to its partition's changelog).
+        """
+        dirty, self._dirty = self._dirty, {}
+        for authority, state in dirty.items():
+            self.hosts[authority] = state
+        return len(dirty)
 
     # -- recovery -----------------------------------------------------------------
 
@@ -161,7 +191,7 @@ class Frontier:
                     state["robots"] = ROBOTS_UNKNOWN
                 state["busy"] = 0.0
                 state["inflight"] = None
-                self.hosts[authority] = state
+                self._put(authority, state)
             if self._has_work(state):
                 self._schedule(pq, authority, max(now, float(state.get("next", 0.0))))
         self._partitions[partition] = pq
@@ -174,7 +204,7 @@ class Frontier:
     def enqueue(self, url: str, depth: int = 0, priority: int = 0) -> str:
         """Append a URL (already canonical and new) to its host's queue."""
         authority = authority_of(url)
-        state = self.hosts.get(authority)
+        state = self._get(authority)
         if state is None:
             scheme = urlsplit(url).scheme or "http"
             state = {
@@ -196,7 +226,7 @@ class Frontier:
         tail = int(state["tail"])
         self.queue[queue_key(authority, tail)] = {"url": url, "depth": depth, "priority": priority}
         state["tail"] = tail + 1
-        self.hosts[authority] = state
+        self._put(authority, state)
         self.queued += 1
         if not state["busy"]:
             pq = self._pq(authority)
@@ -215,7 +245,7 @@ class Frontier:
         body: bytes | None = None,
     ) -> list[Decision]:
         """Release a host after its fetch finished, and set when it may be asked again."""
-        state = self.hosts.get(host)
+        state = self._get(host)
         if state is None or not state.get("busy"):
             return []  # a late duplicate completion (lease expired and re-dispatched)
         state = dict(state)
@@ -252,7 +282,7 @@ class Frontier:
         if status in (429, 503) and retry_after is not None:
             wait = max(wait, min(retry_after, MAX_ERROR_BACKOFF))
         state["next"] = finished_at + wait
-        self.hosts[host] = state
+        self._put(host, state)
         if self._has_work(state):
             self._schedule(self._pq(host), host, max(self.clock(), state["next"]))
         return decisions
@@ -270,7 +300,7 @@ class Frontier:
             if pq.scheduled.get(authority) != wake:
                 continue  # stale heap entry
             del pq.scheduled[authority]
-            state = self.hosts.get(authority)
+            state = self._get(authority)
             if state is None or state.get("busy"):
                 continue
             if float(state.get("next", 0.0)) > now:
@@ -293,7 +323,7 @@ class Frontier:
             url = item.get("url") or f"{state['origin']}/robots.txt"
             state = dict(state)
             state["busy"] = now
-            self.hosts[authority] = state
+            self._put(authority, state)
             self._busy[authority] = state
             again.append(Dispatch(url, authority, kind, int(item.get("depth", 0)), now))
         return again
@@ -388,7 +418,7 @@ class Frontier:
     ) -> None:
         state["busy"] = now
         state["inflight"] = item
-        self.hosts[authority] = state
+        self._put(authority, state)
         self._busy[authority] = state
         self.in_flight += 1
 
@@ -406,12 +436,12 @@ class Frontier:
             decisions.extend(
                 self._drain(authority, state, "robots-unavailable", "robots.txt unreachable")
             )
-            self.hosts[authority] = state
+            self._put(authority, state)
             return None
         rules = self._rules_for(state)
         while int(state["head"]) < int(state["tail"]):
             if self.budget_exhausted():
-                self.hosts[authority] = state
+                self._put(authority, state)
                 return None  # leave the queue for a later run with a bigger budget
             seq = int(state["head"])
             item = self.queue.pop(queue_key(authority, seq), None)
@@ -433,5 +463,5 @@ class Frontier:
             self.pages_dispatched += 1
             self._mark_busy(authority, state, now, item)
             return Dispatch(item["url"], authority, "page", int(item["depth"]), now)
-        self.hosts[authority] = state
+        self._put(authority, state)
         return None

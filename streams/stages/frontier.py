@@ -44,6 +44,7 @@ def handle(
     dispatches, more = frontier.due(partition)
     decisions.extend(more)
     dispatches.extend(frontier.expire_leases(partition))
+    frontier.flush()
     for dispatch in dispatches:
         out.add(topology.FETCH, partition, _request(dispatch))
     for decision in decisions:

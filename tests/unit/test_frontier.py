@@ -521,3 +521,25 @@ def test_counters_stay_consistent_through_a_crawl() -> None:
 def test_queue_keys_keep_fifo_order_as_strings() -> None:
     keys = [queue_key("a.example", n) for n in (9, 10, 100, 1_000_000)]
     assert keys == sorted(keys)
+
+
+def test_write_back_holds_host_states_until_flush() -> None:
+    """With write_back, a host's several changes in one event become one table write."""
+    from streams.core.frontier import Frontier, Politeness
+
+    writes: list[str] = []
+
+    class CountingDict(dict):  # type: ignore[type-arg]
+        def __setitem__(self, key: str, value: object) -> None:
+            writes.append(key)
+            super().__setitem__(key, value)
+
+    hosts: CountingDict = CountingDict()
+    frontier = Frontier(hosts, {}, Politeness(), lambda a: 0, clock=lambda: 100.0, write_back=True)
+    for i in range(5):
+        frontier.enqueue(f"http://a.test/{i}")
+    dispatches, _ = frontier.due(0)
+    assert [d.kind for d in dispatches] == ["robots"]
+    assert writes == [] and "a.test" not in hosts
+    assert frontier.flush() == 1
+    assert writes == ["a.test"] and hosts["a.test"]["tail"] == 5
