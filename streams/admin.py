@@ -7,6 +7,8 @@ and then the topic no longer matches the tables co-partitioned with it.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import topology
@@ -54,3 +56,30 @@ def ensure_topics(settings: Settings, timeout: float = 20.0) -> list[str]:
             if "TOPIC_ALREADY_EXISTS" not in str(exc):
                 raise
     return created
+
+
+#: Where Faust's rocksdb store records the changelog offset a table partition has seen.
+_FAUST_OFFSET_KEY = b"__faust\0offset__"
+
+
+def forget_changelog_offsets(data_dir: str | Path) -> int:
+    """Make local tables authoritative again after their changelog topics were lost.
+
+    The embedded broker keeps topics in memory, so a new `seine crawl` over an old
+    data dir finds its RocksDB tables intact but every changelog topic empty; Faust
+    then refuses to start ("persisted offset higher than highwater"). The tables on
+    disk are the newest state there is, so the recorded offsets are dropped and the
+    worker starts from them. Returns how many table partitions were touched.
+    """
+    from rocksdict import Options, Rdict
+
+    touched = 0
+    for path in sorted(Path(data_dir, "faust").glob("v*/tables/*.db")):
+        db = Rdict(str(path), Options(raw_mode=True))
+        try:
+            if db.get(_FAUST_OFFSET_KEY) is not None:
+                del db[_FAUST_OFFSET_KEY]
+                touched += 1
+        finally:
+            db.close()
+    return touched

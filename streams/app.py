@@ -141,6 +141,7 @@ def create_app(settings: Settings) -> SeineApp:
     hosts_table = table("hosts")
     queue_table = table("queue")
     fingerprint_table = table("fingerprints")
+    sites_table = table("sites")
     tables = [seen_table, scope_table, hosts_table, queue_table, fingerprint_table]
 
     policy = Politeness(
@@ -152,9 +153,7 @@ def create_app(settings: Settings) -> SeineApp:
         robots_retry=settings.robots_retry,
         max_pages=settings.max_pages,
     )
-    the_frontier = Frontier(
-        hosts_table, queue_table, policy, ctx.host_partition, write_back=True
-    )
+    the_frontier = Frontier(hosts_table, queue_table, policy, ctx.host_partition, write_back=True)
     ctx.busy_checks.append(
         lambda: (
             the_frontier.in_flight > 0
@@ -232,7 +231,13 @@ def create_app(settings: Settings) -> SeineApp:
         topology.URL_SEEN,
         "url-seen",
         lambda p, batch, out: url_seen.handle(
-            p, batch, seen_table, scope_table, seen_filters, ctx.url_partition, out
+            p,
+            batch,
+            seen_table,
+            scope_table,
+            seen_filters,
+            lambda partition: url_seen.table_partition_keys(seen_table, partition),
+            out,
         ),
     )
 
@@ -257,7 +262,9 @@ def create_app(settings: Settings) -> SeineApp:
     agent(
         topology.URL_FILTER,
         "url-filter",
-        lambda p, batch, out: url_filter.handle(p, batch, filter_config, scope_table, out),
+        lambda p, batch, out: url_filter.handle(
+            p, batch, filter_config, scope_table, sites_table, out
+        ),
     )
 
     @app.task
@@ -342,7 +349,13 @@ def run_worker(seine: SeineApp) -> int:
         worker.execute_from_commandline()
     except SystemExit:
         pass
+    except Exception as exc:  # mode re-raises the reason a service crashed
+        log.error("worker crashed: %r", exc)
+        seine.exit_code = 1
     finally:
+        if worker.crash_reason is not None:
+            log.error("worker crashed: %r", worker.crash_reason)
+            seine.exit_code = 1
         seine.store.close()
         seine.ctx.producer.close()
         with contextlib.suppress(Exception):

@@ -20,6 +20,9 @@ from typing import Any
 
 from streams.settings import Settings, load_settings, parse_resolve
 
+#: Crawl-log outcomes counted as errors in progress lines and summaries.
+ERROR_OUTCOMES = ("error", "http-error", "blocked", "dns-error")
+
 #: Consumer-group timeouts for the embedded broker: Tansu completes a join after
 #: about half the session timeout, so small values start a crawl in ~2 s, not ~30 s.
 EMBEDDED_GROUP_TIMEOUTS: dict[str, Any] = {
@@ -166,9 +169,13 @@ def broker_for(settings: Settings) -> Iterator[Settings]:
     if settings.bootstrap:
         yield settings
         return
+    from streams.admin import forget_changelog_offsets
     from streams.broker import EmbeddedBroker
 
     Path(settings.data_dir).mkdir(parents=True, exist_ok=True)
+    # A fresh in-memory broker has empty changelogs: local tables are the state.
+    for worker_data in [Path(settings.data_dir), *Path(settings.data_dir).glob("worker-*")]:
+        forget_changelog_offsets(worker_data)
     with EmbeddedBroker(log_path=Path(settings.data_dir) / "broker.log") as broker:
         defaults = Settings()
         tuned = {
@@ -197,7 +204,7 @@ class Progress:
         counters = seine.ctx.counters
         elapsed = max(1e-6, time.time() - counters.started_at)
         fetched = counters.outcomes.get("fetched", 0)
-        errors = sum(counters.outcomes.get(k, 0) for k in ("error", "http-error", "blocked"))
+        errors = sum(counters.outcomes.get(k, 0) for k in ERROR_OUTCOMES)
         return (
             f"pages {counters.pages_stored}  fetched {fetched}  "
             f"{fetched / elapsed:.0f} pages/s  queued {seine.frontier.queued}  "
@@ -265,7 +272,7 @@ def run_crawl(settings: Settings, seeds: list[str], until_idle: bool) -> int:
             f"({fetched / max(elapsed, 1e-6):.0f} pages/s), "
             f"{c.outcomes.get('duplicate', 0)} duplicates, "
             f"{c.outcomes.get('robots-disallowed', 0)} disallowed by robots, "
-            f"{sum(c.outcomes.get(k, 0) for k in ('error', 'http-error', 'blocked'))} errors, "
+            f"{sum(c.outcomes.get(k, 0) for k in ERROR_OUTCOMES)} errors, "
             f"{c.dead_letters} dead letters; data in {effective.data_dir}",
             flush=True,
         )

@@ -192,7 +192,7 @@ def run_workers(settings: Settings, seeds: list[str], workers: int, until_idle: 
         f"{elapsed:.1f}s ({fetched / max(elapsed, 1e-6):.0f} pages/s) by {workers} workers, "
         f"{outcomes.get('duplicate', 0)} duplicates, "
         f"{outcomes.get('robots-disallowed', 0)} disallowed by robots, "
-        f"{sum(outcomes.get(k, 0) for k in ('error', 'http-error', 'blocked'))} errors, "
+        f"{sum(outcomes.get(k, 0) for k in ('error', 'http-error', 'blocked', 'dns-error'))} errors, "
         f"{sum(s['dead_letters'] for s in final)} dead letters; data in {settings.data_dir}",
         flush=True,
     )

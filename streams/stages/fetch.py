@@ -107,7 +107,8 @@ class FetchStage:
                     ctx.url_partition(target),
                     {
                         "url": target,
-                        "depth": request["depth"],
+                        # one level deeper, so an endless redirect chain meets --max-depth
+                        "depth": request["depth"] + 1,
                         "priority": 0,
                         "via": request["url"],
                     },
