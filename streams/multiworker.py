@@ -187,12 +187,13 @@ def run_workers(settings: Settings, seeds: list[str], workers: int, until_idle: 
     for s in final:
         outcomes.update(s["outcomes"])
     fetched = outcomes.get("fetched", 0)
+    errors = sum(outcomes.get(k, 0) for k in ("error", "http-error", "blocked", "dns-error"))
     print(
         f"seine: {sum(s['pages_stored'] for s in final)} pages stored, {fetched} fetched in "
         f"{elapsed:.1f}s ({fetched / max(elapsed, 1e-6):.0f} pages/s) by {workers} workers, "
         f"{outcomes.get('duplicate', 0)} duplicates, "
         f"{outcomes.get('robots-disallowed', 0)} disallowed by robots, "
-        f"{sum(outcomes.get(k, 0) for k in ('error', 'http-error', 'blocked', 'dns-error'))} errors, "
+        f"{errors} errors, "
         f"{sum(s['dead_letters'] for s in final)} dead letters; data in {settings.data_dir}",
         flush=True,
     )
