@@ -189,6 +189,7 @@ class StageContext:
         self.producer = StageProducer(settings.bootstrap)
         self.outboxes: list[Outbox] = []
         self.seen_filters: Any = None
+        self._host_partitions: dict[str, int] = {}
         #: Hooks the idle check consults besides the counters (e.g. the frontier's queues).
         self.busy_checks: list[Callable[[], bool]] = []
 
@@ -201,9 +202,19 @@ class StageContext:
         return self.topics[spec.name]
 
     def host_partition(self, host: str) -> int:
-        """The partition that owns a host (authority or URL host; port ignored)."""
-        name = host.rsplit(":", 1)[0] if host.count(":") == 1 else host
-        return partition_for(site_key(name.lower()), self.settings.partitions)
+        """The partition that owns a host (authority or URL host; port ignored).
+
+        Cached per host: a crawl meets few hosts and asks for each one millions
+        of times (every link, every log record).
+        """
+        partition = self._host_partitions.get(host)
+        if partition is None:
+            name = host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+            partition = partition_for(site_key(name.lower()), self.settings.partitions)
+            if len(self._host_partitions) >= 1_000_000:
+                self._host_partitions.clear()
+            self._host_partitions[host] = partition
+        return partition
 
     def url_partition(self, url: str) -> int:
         return self.host_partition(host_of(url))
