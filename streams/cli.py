@@ -128,6 +128,12 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--out", help="write to FILE (atomically) instead of stdout")
     _common(export)
 
+    shorten = sub.add_parser("shorten", help="make a short link on a running worker's web server")
+    shorten.add_argument("url")
+    shorten.add_argument("--permanent", action="store_true", help="answer 301 instead of 302")
+    shorten.add_argument("--expires-at", dest="expires_at", help="unix seconds or ISO-8601 time")
+    shorten.add_argument("--web", default="http://127.0.0.1:6066", help="the worker's web URL")
+
     demo = sub.add_parser("demo", help="serve the bundled demo web on loopback and crawl it")
     demo.add_argument("--hosts", type=int, default=20)
     demo.add_argument("--pages", type=int, default=30)
@@ -281,6 +287,7 @@ def run_crawl(settings: Settings, seeds: list[str], until_idle: bool) -> int:
 
 def cmd_seed(args: argparse.Namespace) -> int:
     from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient
 
     import topology
     from streams.core.partitioning import partition_for
@@ -288,8 +295,8 @@ def cmd_seed(args: argparse.Namespace) -> int:
 
     settings = _settings_from(args)
     topic = topology.topic_name(settings.app_id, topology.SEEDS)
-    producer = Producer({"bootstrap.servers": settings.bootstrap})
-    metadata = producer.list_topics(topic, timeout=10)
+    # List all topics: asking for one by name lets a broker auto-create it.
+    metadata = AdminClient({"bootstrap.servers": settings.bootstrap}).list_topics(timeout=10)
     info = metadata.topics.get(topic)
     if info is None or info.error is not None or not info.partitions:
         print(
@@ -297,6 +304,7 @@ def cmd_seed(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
+    producer = Producer({"bootstrap.servers": settings.bootstrap})
     count = len(info.partitions)
     for url in args.urls:
         payload = json.dumps({"url": url, "priority": args.priority}).encode()
@@ -373,6 +381,37 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_shorten(args: argparse.Namespace) -> int:
+    """POST /links on a worker (any worker: it forwards to the owner) and print the short URL."""
+    import urllib.error
+    import urllib.request
+
+    body: dict[str, Any] = {"url": args.url, "permanent": args.permanent}
+    if args.expires_at is not None:
+        try:
+            body["expires_at"] = float(args.expires_at)
+        except ValueError:
+            body["expires_at"] = args.expires_at
+    request = urllib.request.Request(
+        args.web.rstrip("/") + "/links",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            print(json.loads(response.read())["short_url"])
+        return 0
+    except urllib.error.HTTPError as exc:
+        reason = exc.read().decode("utf-8", "replace")
+        with contextlib.suppress(ValueError, KeyError, TypeError):
+            reason = json.loads(reason)["error"]
+        print(f"seine shorten: {exc.code}: {reason}", file=sys.stderr)
+    except (urllib.error.URLError, OSError) as exc:
+        print(f"seine shorten: cannot reach {args.web}: {exc}", file=sys.stderr)
+    return 1
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from streams.demo.server import start_server_process
     from streams.demo.webgen import WebSpec
@@ -432,6 +471,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_pages(args)
         if args.command == "export":
             return cmd_export(args)
+        if args.command == "shorten":
+            return cmd_shorten(args)
         if args.command == "demo":
             return cmd_demo(args)
     except ValueError as exc:
