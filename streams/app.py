@@ -141,7 +141,6 @@ def create_app(settings: Settings) -> SeineApp:
     hosts_table = table("hosts")
     queue_table = table("queue")
     fingerprint_table = table("fingerprints")
-    sites_table = table("sites")
     tables = [seen_table, scope_table, hosts_table, queue_table, fingerprint_table]
 
     policy = Politeness(
@@ -263,7 +262,7 @@ def create_app(settings: Settings) -> SeineApp:
         topology.URL_FILTER,
         "url-filter",
         lambda p, batch, out: url_filter.handle(
-            p, batch, filter_config, scope_table, sites_table, out
+            p, batch, filter_config, scope_table, out
         ),
     )
 
