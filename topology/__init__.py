@@ -1,9 +1,9 @@
 """The whole crawl topology, read top to bottom: every topic once, then the stage graph.
 
-    seeds ──► url-seen ──► frontier ──► fetch ──► parse ──► content-dedup
-                 ▲            ▲  │                              │
-                 │            └──┘ completions, ticks           ▼
-             url-filter ◄──────────────────────────────── link-extract
+    seeds ──┐   url-seen ──► frontier ──► fetch ──► parse ──► content-dedup
+            │      ▲            ▲  │                              │
+            │      │            └──┘ completions, ticks           ▼
+            └─► url-filter ◄─────────────────────────────── link-extract
     crawl-log   ◄── every fetch outcome and every decision not to fetch
     dead-letters ◄── every message a stage could not process, with the reason
 
@@ -110,9 +110,8 @@ STAGES: tuple[StageSpec, ...] = (
     StageSpec(
         "seeds",
         SEEDS,
-        (URL_SEEN, DEAD_LETTERS),
-        ("scope",),
-        doc="Validate and canonicalize seeds; record the seed sites for --same-host.",
+        (URL_FILTER, DEAD_LETTERS),
+        doc="Validate and canonicalize seeds; send them through url-filter (site mapping).",
     ),
     StageSpec(
         "url-seen", URL_SEEN, (FRONTIER,), ("seen",), doc="Pass each URL the first time only."

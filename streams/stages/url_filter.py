@@ -1,13 +1,59 @@
-"""url-filter: scope, depth and trap rules over candidate links."""
+"""url-filter: scope, depth and trap rules over candidate links, then one host form per site.
+
+Every URL the crawl may fetch passes here — links, redirect targets and seeds —
+in the partition of its site (``www.`` and bare host share it). So this is the
+one place that can rewrite a URL to its site's canonical host form
+(:class:`~streams.core.sites.SiteRegistry` over the `sites` table) before url-seen
+and the frontier see it: ``http://www.example.com/a`` and ``http://example.com/a``
+are then one URL, fetched once.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Container
+from collections.abc import Container, MutableMapping
+from dataclasses import replace
 from typing import Any
 
 import topology
 from streams.core.filters import FilterConfig, Rejection, filter_url
+from streams.core.sites import SiteRegistry
+from streams.core.urls import host_of, site_key
 from streams.stages.context import Outbox, crawl_log_record
+from streams.stages.seeds import SEED_VIA
+
+#: Prefix of `via` for a redirect target: "redirect:" + the URL that answered with it.
+#: A redirect from one host form of a site to the other settles the site's canonical
+#: form (see SiteRegistry.prefer); a plain link never does.
+REDIRECT_VIA_PREFIX = "redirect:"
+
+# One registry per table object, so its read cache lives as long as the table.
+_registries: dict[int, tuple[MutableMapping[str, Any], SiteRegistry]] = {}
+
+
+def registry_for(sites: MutableMapping[str, Any] | SiteRegistry) -> SiteRegistry:
+    """The SiteRegistry over `sites` (a table or dict), made once per table object."""
+    if isinstance(sites, SiteRegistry):
+        return sites
+    entry = _registries.get(id(sites))
+    if entry is None or entry[0] is not sites:
+        entry = (sites, SiteRegistry(sites))
+        _registries[id(sites)] = entry
+    return entry[1]
+
+
+def _settle_by_redirect(registry: SiteRegistry, url: str, via: str | None) -> None:
+    """If `url` is a redirect target on the other host form of its source's site,
+    make that form the site's canonical one (the server serves the site there)."""
+    if not via or not via.startswith(REDIRECT_VIA_PREFIX):
+        return
+    source_host = host_of(via[len(REDIRECT_VIA_PREFIX) :])
+    target_host = host_of(url)
+    if (
+        target_host
+        and source_host != target_host
+        and site_key(source_host) == site_key(target_host)
+    ):
+        registry.prefer(target_host)
 
 
 def handle(
@@ -15,11 +61,27 @@ def handle(
     batch: dict[str, Any],
     config: FilterConfig,
     scope: Container[str],
+    sites: MutableMapping[str, Any] | SiteRegistry,
     out: Outbox,
 ) -> None:
+    """Filter one batch of candidates and pass the survivors on to url-seen.
+
+    A seed (via == "seed") skips the --same-host rule — url-seen records the seed's
+    site in `scope` only after this stage, and a seed defines the scope — but not
+    the trap guards. Each accepted URL is mapped through the site registry, which
+    also records the host form it was met in.
+    """
+    registry = registry_for(sites)
+    seed_config = replace(config, same_host=False)
     passed: list[dict[str, Any]] = []
     for candidate in batch["urls"]:
-        verdict = filter_url(candidate["url"], candidate["depth"], config, scope)
+        via = candidate.get("via")
+        verdict = filter_url(
+            candidate["url"],
+            candidate["depth"],
+            seed_config if via == SEED_VIA else config,
+            scope,
+        )
         if isinstance(verdict, Rejection):
             out.log(
                 crawl_log_record(
@@ -31,6 +93,7 @@ def handle(
                 )
             )
             continue
-        passed.append({**candidate, "url": verdict})
+        _settle_by_redirect(registry, verdict, via)
+        passed.append({**candidate, "url": registry.canonicalize(verdict, is_canonical=True)})
     for candidate in passed:
         out.add(topology.URL_SEEN, partition, candidate)

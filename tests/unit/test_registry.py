@@ -1,0 +1,185 @@
+"""The URL registry: exact membership, site-grouped keys, batched writes, prefix scans."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from rocksdict import Options, Rdict
+
+import streams.core.registry as registry_module
+from streams.core.registry import UrlRegistry
+from streams.core.sites import registry_key, site_id, url_id
+from streams.core.urls import site_key
+
+
+@pytest.fixture
+def reg(tmp_path: Path):
+    with UrlRegistry(tmp_path / "registry") as registry:
+        yield registry
+
+
+def sid(host: str) -> int:
+    return site_id(site_key(host))
+
+
+def test_add_many_says_which_urls_are_new(reg: UrlRegistry) -> None:
+    first = ["http://a.test/", "http://a.test/x", "http://b.test/"]
+    assert reg.add_many(first) == [True, True, True]
+    assert reg.add_many(["http://a.test/x", "http://c.test/", "http://a.test/"]) == [
+        False,
+        True,
+        False,
+    ]
+    assert reg.add_many([]) == []
+
+
+def test_a_repeat_within_one_batch_is_new_only_once(reg: UrlRegistry) -> None:
+    assert reg.add_many(["http://a.test/1", "http://a.test/1", "http://a.test/2"]) == [
+        True,
+        False,
+        True,
+    ]
+
+
+def test_membership(reg: UrlRegistry) -> None:
+    reg.add_many(["http://a.test/x?q=1"])
+    assert "http://a.test/x?q=1" in reg
+    assert "http://a.test/x?q=2" not in reg
+    assert "http://www.a.test/x?q=1" not in reg  # exact: the site mapping is upstream
+    assert "no host" not in reg
+    assert 42 not in reg
+    assert reg.url_id_of("http://a.test/x?q=1") == url_id("http://a.test/x?q=1")
+    assert reg.url_id_of("http://a.test/other") is None
+
+
+def test_the_record_is_the_registry_key_to_url_id_and_url(tmp_path: Path) -> None:
+    url = "http://www.a.test:8080/p?q"
+    with UrlRegistry(tmp_path / "r") as reg:
+        reg.add_many([url])
+    db = Rdict(str(tmp_path / "r"), Options(raw_mode=True))
+    try:
+        items = list(db.items())
+    finally:
+        db.close()
+    assert items == [
+        (registry_key(sid("a.test"), url), url_id(url).to_bytes(8, "big") + url.encode())
+    ]
+
+
+def test_a_sites_urls_are_one_prefix_scan(reg: UrlRegistry) -> None:
+    sites = ["a.test", "b.test", "www.c.test", "d.test"]
+    urls = {h: [f"http://{h}/p{i}?x={i % 3}" for i in range(300)] for h in sites}
+    mixed = [u for i in range(300) for h in sites for u in [urls[h][i]]]
+    assert all(reg.add_many(mixed))
+    for host in sites:
+        listed = list(reg.urls_of_site(sid(host)))
+        assert sorted(listed) == sorted(urls[host])
+        keys = [registry_key(sid(host), u) for u in listed]
+        assert keys == sorted(keys)  # in key order
+    assert list(reg.urls_of_site(sid("unknown.test"))) == []
+    with pytest.raises(ValueError):
+        list(reg.urls_of_site(-1))
+
+
+def test_the_last_possible_site_id_scans_without_an_overflowing_bound(
+    reg: UrlRegistry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    top = (1 << 63) - 1
+    monkeypatch.setattr(registry_module, "site_id", lambda key: top if key == "z.test" else 1)
+    reg.add_many(["http://z.test/a", "http://y.test/b"])
+    assert list(reg.urls_of_site(top)) == ["http://z.test/a"]
+    assert list(reg.urls_of_site(1)) == ["http://y.test/b"]
+
+
+def test_colliding_keys_stay_exact(reg: UrlRegistry, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two sites with one id share "/" keys: the stored URL tells them apart."""
+    monkeypatch.setattr(registry_module, "site_id", lambda key: 7)
+    assert reg.add_many(["http://a.test/", "http://b.test/", "http://a.test/"]) == [
+        True,
+        True,
+        False,
+    ]
+    assert reg.add_many(["http://b.test/", "http://c.test/"]) == [False, True]
+    assert "http://a.test/" in reg and "http://b.test/" in reg and "http://c.test/" in reg
+    assert "http://d.test/" not in reg
+    assert sorted(reg.urls_of_site(7)) == ["http://a.test/", "http://b.test/", "http://c.test/"]
+
+
+def test_writes_go_in_one_write_batch_per_call(
+    reg: UrlRegistry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[str] = []
+    db = reg._db
+
+    class Spy:
+        def __getattr__(self, name: str) -> Any:
+            calls.append(name)
+            return getattr(db, name)
+
+        def __setitem__(self, key: bytes, value: bytes) -> None:
+            calls.append("put")
+            db[key] = value
+
+    monkeypatch.setattr(reg, "_db", Spy())
+    assert reg.add_many([f"http://a.test/{i}" for i in range(500)]) == [True] * 500
+    assert calls.count("write") == 1
+    assert "put" not in calls
+    assert calls.count("get") == 1  # one multi-get for the whole batch
+    calls.clear()
+    assert reg.add_many([f"http://a.test/{i}" for i in range(500)]) == [False] * 500
+    assert "write" not in calls  # nothing new, nothing written
+
+
+def test_a_url_without_a_host_writes_nothing(reg: UrlRegistry) -> None:
+    with pytest.raises(ValueError):
+        reg.add_many(["http://a.test/1", "not a url"])
+    assert "http://a.test/1" not in reg
+
+
+def test_it_persists_and_closes_once(tmp_path: Path) -> None:
+    reg = UrlRegistry(tmp_path / "r")
+    reg.add_many(["http://a.test/1"])
+    reg.close()
+    reg.close()
+    with UrlRegistry(tmp_path / "r") as again:
+        assert "http://a.test/1" in again
+        assert again.add_many(["http://a.test/1", "http://a.test/2"]) == [False, True]
+
+
+urls = st.lists(
+    st.builds(
+        lambda h, p: f"http://{h}/{p}",
+        st.sampled_from(["a.test", "www.b.test", "c.test:8080", "127.0.0.1"]),
+        st.text(alphabet="abc/?=", max_size=6),
+    ),
+    max_size=40,
+)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(batches=st.lists(urls, max_size=4))
+def test_it_behaves_as_a_set(
+    tmp_path_factory: pytest.TempPathFactory, batches: list[list[str]]
+) -> None:
+    model: set[str] = set()
+    with UrlRegistry(tmp_path_factory.mktemp("r")) as reg:
+        for batch in batches:
+            expected = []
+            for url in batch:
+                expected.append(url not in model)
+                model.add(url)
+            assert reg.add_many(batch) == expected
+        for url in model:
+            assert url in reg
+        listed = [
+            u
+            for host in ("a.test", "b.test", "c.test", "127.0.0.1")
+            for u in reg.urls_of_site(sid(host))
+        ]
+        assert sorted(listed) == sorted(model)
