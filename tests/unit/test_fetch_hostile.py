@@ -626,7 +626,8 @@ def test_other_hosts_are_fetched_at_full_speed_meanwhile(timed_results: dict[str
     controls = timed_results["controls"]
     assert len(controls) >= 10, "the control host was starved while others hung"
     assert all(r.outcome == "fetched" and r.body == hs.OK_BODY for r in controls)
-    assert max(r.elapsed_ms for r in controls) < 300, sorted(r.elapsed_ms for r in controls)[-3:]
+    # not queued behind hosts that hang for seconds (a loose bound: the machine may be busy)
+    assert max(r.elapsed_ms for r in controls) < 1000, sorted(r.elapsed_ms for r in controls)[-3:]
 
 
 # -- memory: bombs with tracemalloc -------------------------------------------------------------
