@@ -39,6 +39,7 @@ from streams.stages import dedup, frontier, link_extract, parse, seeds, url_filt
 from streams.stages.context import Outbox, StageContext
 from streams.stages.fetch import FetchStage
 from streams.tables import ProducedTable
+from streams.web.shortlinks import register_shortlinks
 from topology import TopicSpec
 
 log = logging.getLogger("seine")
@@ -329,6 +330,7 @@ def create_app(settings: Settings) -> SeineApp:
         elif now - seine.idle_since >= 1.0:
             seine.stop(0)
 
+    register_shortlinks(app, settings, table)
     return seine
 
 

@@ -1,0 +1,568 @@
+"""Short links on the worker's web server: create, redirect, look up; clicks; expiry.
+
+    POST /links        {"url", "expires_at"?, "permanent"?}  → 201 {"code", "short_url", "url", ...}
+    GET  /s/{code}     → 301 (permanent) / 302 with Location; 404 unknown; 410 expired
+    GET  /links/{code} → the link: url, created_at, expires_at, permanent, expired, clicks
+
+How the pieces fit (the rules themselves are in ``streams.core.shortcodes``):
+
+* **Where a link lives.** A URL's home partition is the partition of its seed-0
+  code, and every code it can get lives there too (collision re-hashes skip
+  codes of other partitions). So the code table (code → link), the URL table
+  (URL hash → code) and the click counts of a link share one partition, and
+  both a URL and a code name their partition without any lookup.
+* **Routing.** A request is served by the worker that owns the partition (the
+  owner of that partition of the ``links-create`` topic, from Faust's
+  assignment); any other worker forwards it over HTTP to the owner's web server
+  and relays the answer, like Faust's ``@app.table_route`` (which we cannot use
+  as is: it finds partitions with Kafka's default partitioner, we with jump hash).
+* **Creation is serialized per URL.** Faust tables may only be written while
+  handling an event of the key's partition, so the owner's web view sends a
+  create request to ``links-create`` on the home partition and waits for the
+  agent, which reads and writes both tables in that partition's event order.
+  The reply is an in-process future: the owner both sends and handles the
+  request, so no reply topic is needed (Faust's ``agent.ask`` would add a reply
+  topic per worker and a consumer-group rebalance on its first use). Concurrent
+  requests for one URL on the owner also share one in-flight creation.
+* **Redirects** read the code table (outside an event: a read only) through an
+  in-process LRU cache; a link never changes except by expiring, so the cache
+  needs no invalidation beyond checking expiry on every hit. Each redirect
+  appends a click event (code, time); a timer sends them every second as one
+  message per partition to ``link-clicks`` (a Kafka message per redirect would
+  cost more than the redirect), where an agent adds them to the click-count
+  table, one write per clicked code per message. Clicks not yet sent when a
+  worker dies are lost (at most a second of them).
+* **Expiry** is checked on every read (410), and a timer sends a sweep tick to
+  each owned partition; the agent deletes links expired for longer than a grace
+  period (they answer 404 from then on).
+* **Bad input** gets 400 with a reason; a token bucket per client address
+  guards the API endpoints (429). Redirects are not rate limited: they are the
+  cheap, public read path.
+
+Worker-to-worker forwarding marks requests with ``X-Seine-Routed-For``; the owner
+trusts it (skips the rate limit already applied at the entry worker, never
+forwards again) only from a peer worker's address.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+import uuid
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import aiohttp
+from aiohttp import web
+from faust.types import TP
+from faust.web import View
+from yarl import URL
+
+from streams.core.partitioning import partition_for
+from streams.core.shortcodes import (
+    LRUCache,
+    RateLimiter,
+    assign_code,
+    home_partition,
+    is_expired,
+    is_valid_code,
+    parse_expires_at,
+    sweep_expired,
+    url_key,
+    validate_long_url,
+)
+from streams.core.urls import canonical
+from streams.settings import Settings
+
+log = logging.getLogger("seine.shortlinks")
+
+ROUTED_HEADER = "X-Seine-Routed-For"
+CREATE_TOPIC = "links-create"
+CLICKS_TOPIC = "link-clicks"
+
+
+@dataclass
+class ShortLinkOptions:
+    """Knobs with defaults; `register_shortlinks` takes them as keyword arguments."""
+
+    #: code → link entries kept in memory per worker.
+    cache_size: int = 100_000
+    #: API (POST /links, GET /links/{code}) requests per second per client address...
+    rate: float = 30.0
+    #: ...and how many may come at once.
+    burst: int = 60
+    #: Seconds between sweep ticks, and how long an expired link answers 410 before
+    #: the sweep deletes it.
+    sweep_interval: float = 60.0
+    sweep_grace: float = 24 * 3600.0
+    #: Seconds a request waits for its creation, or for the owner when forwarded.
+    request_timeout: float = 10.0
+    #: Seconds between two sends of the buffered click events. Each send is one
+    #: message per partition, and the counting agent writes each clicked code once
+    #: per message: a longer interval means fewer table writes for popular links.
+    click_flush_interval: float = 1.0
+    max_body_bytes: int = 16 * 1024
+
+
+class CachedLink(NamedTuple):
+    """What a redirect needs of a link, kept in the LRU cache."""
+
+    url: str
+    permanent: bool
+    expires_at: float | None
+    partition: int
+
+
+@dataclass
+class Outcome:
+    """The creation agent's answer to one create request."""
+
+    code: str = ""
+    link: dict[str, Any] = field(default_factory=dict)
+    created: bool = False
+    error: str = ""
+
+
+def _error(status: int, reason: str, **headers: str) -> web.Response:
+    return web.json_response({"error": reason}, status=status, headers=headers or None)
+
+
+class ShortLinks:
+    """The short-link service of one worker: tables, topics, agents, timers and views."""
+
+    def __init__(
+        self,
+        app: Any,
+        settings: Settings,
+        table_factory: Callable[[str], Any],
+        options: ShortLinkOptions,
+    ) -> None:
+        self.app = app
+        self.settings = settings
+        self.options = options
+        self.partitions = settings.partitions
+        self.codes = table_factory("links")
+        self.urls = table_factory("link-urls")
+        self.clicks = table_factory("link-click-counts")
+        self.create_topic_name = f"{settings.app_id}.{CREATE_TOPIC}"
+        self.clicks_topic_name = f"{settings.app_id}.{CLICKS_TOPIC}"
+        self.create_topic = self._topic(self.create_topic_name)
+        self.clicks_topic = self._topic(self.clicks_topic_name)
+        self.cache: LRUCache[str, CachedLink] = LRUCache(options.cache_size)
+        self.limiter = RateLimiter(options.rate, options.burst)
+        #: Partitions this worker owns and has recovered; empty while rebalancing.
+        self.owned: frozenset[int] = frozenset()
+        self.peers: frozenset[str] = frozenset()
+        self.pending: dict[str, asyncio.Future[Outcome]] = {}
+        self.inflight: dict[str, asyncio.Future[Outcome]] = {}
+        self.unsent_clicks: defaultdict[int, list[list[Any]]] = defaultdict(list)
+        self.created = 0
+        self.redirects = 0
+
+    def _topic(self, name: str) -> Any:
+        # internal=True: Faust creates the topic (with these partitions) before
+        # subscribing; streams.admin.ensure_topics knows only the crawl's topics.
+        return self.app.topic(
+            name,
+            partitions=self.partitions,
+            internal=True,
+            key_serializer="raw",
+            value_serializer="raw",
+        )
+
+    # -- wiring -------------------------------------------------------------
+
+    def register(self) -> None:
+        app = self.app
+        self._use_loopback_canonical_url()
+        app.agent(self.create_topic, name="links-create")(self._create_agent())
+        app.agent(self.clicks_topic, name="link-clicks")(self._clicks_agent())
+        app.timer(interval=self.options.click_flush_interval)(self._flush_clicks_timer())
+        app.timer(interval=self.options.sweep_interval)(self._sweep_timer())
+        app.timer(interval=0.5)(self._persisted_offsets_timer())
+        app.on_partitions_revoked.connect(self._on_revoked)
+        app.on_rebalance_complete.connect(self._on_rebalance_complete)
+        for path, view in self._views().items():
+            app.page(path)(view)
+
+    def _use_loopback_canonical_url(self) -> None:
+        """Workers find each other's web servers by their canonical URL, which Faust
+        builds from the host name; a server bound to one address (127.0.0.1 by
+        default) is only reachable there."""
+        bind = self.settings.web_bind
+        if self.settings.web_enabled and bind not in ("0.0.0.0", "::", ""):
+            host = f"[{bind}]" if ":" in bind else bind
+            self.app.conf.canonical_url = URL(f"http://{host}:{self.settings.web_port}")
+
+    async def _on_revoked(self, sender: Any, *args: Any, **kwargs: Any) -> None:
+        self.owned = frozenset()
+        self.cache.clear()
+
+    async def _on_rebalance_complete(self, sender: Any, *args: Any, **kwargs: Any) -> None:
+        """Tables are recovered: serve the partitions of the create topic we own."""
+        actives = self.app.assignor.assigned_actives()
+        self.owned = frozenset(tp.partition for tp in actives if tp.topic == self.create_topic_name)
+        distribution = getattr(self.app.assignor, "changelog_distribution", {}) or {}
+        self.peers = frozenset(
+            host for host in (URL(str(u)).host for u in distribution) if host is not None
+        )
+
+    def _owner_url(self, partition: int) -> str | None:
+        """The web server of the worker that owns `partition` (Faust's assignment map)."""
+        urls = getattr(self.app.assignor, "_external_tps_url", None) or {}
+        owner = urls.get(TP(self.create_topic_name, partition))
+        return str(owner) if owner else None
+
+    # -- agents and timers ----------------------------------------------------
+
+    def _create_agent(self) -> Callable[[Any], Any]:
+        async def links_create(stream: Any) -> None:
+            async for event in stream.events():
+                try:
+                    message = json.loads(event.value)
+                    if message.get("op") == "sweep":
+                        self._sweep(event.message.partition, float(message["at"]))
+                    else:
+                        self._create(event.message.partition, message)
+                except Exception:  # one bad message must not stop creation
+                    log.exception("links-create: cannot handle a message")
+
+        return links_create
+
+    def _create(self, partition: int, message: dict[str, Any]) -> None:
+        url = message["url"]
+        outcome = Outcome()
+        if canonical(url) != url or home_partition(url, self.partitions) != partition:
+            # Only our web view produces here; anything else would break the
+            # one-partition-per-link invariant, so it is refused, not written.
+            outcome.error = "create request on the wrong partition or not canonical"
+        else:
+            try:
+                code, link, created = assign_code(
+                    url,
+                    self.codes,
+                    self.urls,
+                    partitions=self.partitions,
+                    now=float(message["at"]),
+                    expires_at=message.get("expires_at"),
+                    permanent=bool(message.get("permanent", False)),
+                )
+                outcome = Outcome(code, link, created)
+                if created:
+                    self.created += 1
+                    self.cache.pop(code)  # a renewed link replaces an expired cached one
+            except Exception as exc:
+                log.exception("links-create failed for %s", url[:200])
+                outcome.error = f"{type(exc).__name__}: {exc}"
+        future = self.pending.get(message.get("id", ""))
+        if future is not None and not future.done():
+            future.set_result(outcome)
+
+    def _sweep(self, partition: int, now: float) -> None:
+        n = self.partitions
+        swept = sweep_expired(
+            self.codes,
+            self.urls,
+            self.clicks,
+            owns=lambda code: partition_for(code, n) == partition,
+            now=now,
+            grace=self.options.sweep_grace,
+        )
+        for code in swept:
+            self.cache.pop(code)
+        if swept:
+            log.info("links: swept %d expired links from partition %d", len(swept), partition)
+
+    def _clicks_agent(self) -> Callable[[Any], Any]:
+        async def link_clicks(stream: Any) -> None:
+            async for event in stream.events():
+                try:
+                    partition = event.message.partition
+                    counts = Counter(click[0] for click in json.loads(event.value)["clicks"])
+                    for i, (code, count) in enumerate(counts.items(), 1):
+                        if partition_for(code, self.partitions) == partition:
+                            self.clicks[code] = int(self.clicks.get(code) or 0) + count
+                        if i % 64 == 0:
+                            # Hundreds of table writes in one go would hold up the
+                            # redirects queued behind them: let them through.
+                            await asyncio.sleep(0)
+                except Exception:
+                    log.exception("link-clicks: cannot handle a message")
+
+        return link_clicks
+
+    def _flush_clicks_timer(self) -> Callable[[], Any]:
+        async def flush_link_clicks() -> None:
+            if not self.unsent_clicks:
+                return
+            batches, self.unsent_clicks = self.unsent_clicks, defaultdict(list)
+            for partition, clicks in batches.items():
+                payload = json.dumps({"clicks": clicks}, separators=(",", ":")).encode()
+                await self._send(self.clicks_topic_name, self.clicks_topic, partition, payload)
+
+        return flush_link_clicks
+
+    def _sweep_timer(self) -> Callable[[], Any]:
+        async def sweep_expired_links() -> None:
+            tick = json.dumps({"op": "sweep", "at": time.time()}).encode()
+            for partition in sorted(self.owned):
+                await self._send(self.create_topic_name, self.create_topic, partition, tick)
+
+        return sweep_expired_links
+
+    def _persisted_offsets_timer(self) -> Callable[[], Any]:
+        async def persist_link_offsets() -> None:
+            # streams.tables.ProducedTable records delivered changelog offsets and
+            # applies them when asked; the app's own timer asks only its tables.
+            for table in (self.codes, self.urls, self.clicks):
+                apply = getattr(table, "apply_persisted_offsets", None)
+                if apply is not None:
+                    apply()
+
+        return persist_link_offsets
+
+    async def _send(self, name: str, topic: Any, partition: int, value: bytes) -> None:
+        """Through the stages' confluent-kafka producer when there is one (its C
+        threads batch; Faust's send costs the event loop ~0.2 ms)."""
+        producer = getattr(self.app, "seine_producer", None)
+        if producer is not None:
+            producer.produce(name, value, partition)
+        else:
+            await topic.send(value=value, partition=partition)
+
+    # -- HTTP -----------------------------------------------------------------
+
+    def _views(self) -> dict[str, type[View]]:
+        links = self
+
+        class CreateLink(View):
+            async def post(self, request: Any, **kwargs: Any) -> Any:
+                return await links.handle_create(request)
+
+        class Redirect(View):
+            async def get(self, request: Any, **kwargs: Any) -> Any:
+                return await links.handle_redirect(request, kwargs["code"])
+
+        class LinkInfo(View):
+            async def get(self, request: Any, **kwargs: Any) -> Any:
+                return await links.handle_info(request, kwargs["code"])
+
+        return {"/links": CreateLink, "/s/{code}": Redirect, "/links/{code}": LinkInfo}
+
+    def _client(self, request: web.Request) -> str | None:
+        """The address the rate limit counts against; None for a request a peer
+        worker forwarded (it was counted where it entered)."""
+        remote = request.remote or ""
+        if ROUTED_HEADER in request.headers and remote in self.peers:
+            return None
+        return remote
+
+    def _limited(self, request: web.Request) -> web.Response | None:
+        client = self._client(request)
+        if client is None or self.limiter.allow(client):
+            return None
+        wait = max(1, round(self.limiter.retry_after(client) + 0.5))
+        return _error(429, "rate limit exceeded: slow down", **{"Retry-After": str(wait)})
+
+    async def _read_body(self, request: web.Request) -> bytes | None:
+        """The body, or None when it is larger than max_body_bytes (a URL is ≤ 2 KB)."""
+        limit = self.options.max_body_bytes
+        if request.content_length is not None and request.content_length > limit:
+            return None
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            chunk = await request.content.read(limit + 1)
+            if not chunk:
+                return b"".join(chunks)
+            size += len(chunk)
+            if size > limit:
+                return None
+            chunks.append(chunk)
+
+    async def handle_create(self, request: web.Request) -> web.Response:
+        refused = self._limited(request)
+        if refused is not None:
+            return refused
+        body = await self._read_body(request)
+        if body is None:
+            return _error(413, f"body larger than {self.options.max_body_bytes} bytes")
+        try:
+            payload = json.loads(body)
+        except (ValueError, UnicodeDecodeError) as exc:
+            return _error(400, f"body is not JSON: {exc}")
+        if not isinstance(payload, dict):
+            return _error(400, 'body must be a JSON object like {"url": "https://..."}')
+        if "url" not in payload:
+            return _error(400, "missing url")
+        now = time.time()
+        try:
+            url = validate_long_url(payload["url"])
+            expires_at = parse_expires_at(payload.get("expires_at"), now)
+            permanent = payload.get("permanent", False)
+            if not isinstance(permanent, bool):
+                raise ValueError("permanent must be true or false")
+            if permanent and expires_at is not None:
+                raise ValueError("a permanent (301) link cannot expire: browsers cache 301s")
+        except ValueError as exc:
+            return _error(400, str(exc))
+        partition = home_partition(url, self.partitions)
+        if partition not in self.owned:
+            return await self._forward(request, partition, body)
+        try:
+            outcome = await self._create_here(url, expires_at, permanent, partition)
+        except TimeoutError:
+            return _error(503, "link creation timed out; retry", **{"Retry-After": "1"})
+        if outcome.error:
+            return _error(500, outcome.error)
+        return web.json_response(
+            self._describe(request, outcome.code, outcome.link, outcome.created), status=201
+        )
+
+    async def _create_here(
+        self, url: str, expires_at: float | None, permanent: bool, partition: int
+    ) -> Outcome:
+        """Create (or find) the link of `url` on this worker, which owns `partition`."""
+        now = time.time()
+        code = self.urls.get(url_key(url))
+        if code is not None:
+            link = self.codes.get(code)
+            if link is not None and link["url"] == url and not is_expired(link["expires_at"], now):
+                return Outcome(code, link, False)  # no event needed to read
+        timeout = self.options.request_timeout
+        shared = self.inflight.get(url)
+        if shared is not None:
+            # Someone is creating this very URL: share their answer (it created, we did not).
+            outcome = await asyncio.wait_for(asyncio.shield(shared), timeout)
+            return Outcome(outcome.code, outcome.link, False, outcome.error)
+        future: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
+        request_id = uuid.uuid4().hex
+        self.pending[request_id] = future
+        self.inflight[url] = future
+        try:
+            message = {
+                "op": "create",
+                "id": request_id,
+                "url": url,
+                "expires_at": expires_at,
+                "permanent": permanent,
+                "at": now,
+            }
+            await self._send(
+                self.create_topic_name,
+                self.create_topic,
+                partition,
+                json.dumps(message, separators=(",", ":")).encode(),
+            )
+            return await asyncio.wait_for(asyncio.shield(future), timeout)
+        finally:
+            self.pending.pop(request_id, None)
+            if self.inflight.get(url) is future:
+                del self.inflight[url]
+
+    def _describe(
+        self, request: web.Request, code: str, link: dict[str, Any], created: bool | None = None
+    ) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "code": code,
+            "short_url": f"{request.scheme}://{request.host}/s/{code}",
+            "url": link["url"],
+            "created_at": link["created_at"],
+            "expires_at": link["expires_at"],
+            "permanent": link["permanent"],
+        }
+        if created is not None:
+            out["created"] = created
+        return out
+
+    async def handle_redirect(self, request: web.Request, code: str) -> web.Response:
+        if not is_valid_code(code):
+            return _error(404, "unknown code")
+        now = time.time()
+        cached = self.cache.get(code)
+        if cached is None or (cached.expires_at is not None and now >= cached.expires_at):
+            partition = partition_for(code, self.partitions)
+            if partition not in self.owned:
+                return await self._forward(request, partition)
+            link = self.codes.get(code)
+            if link is None:
+                return _error(404, "unknown code")
+            cached = CachedLink(link["url"], link["permanent"], link["expires_at"], partition)
+            self.cache.put(code, cached)
+        if cached.expires_at is not None and now >= cached.expires_at:
+            return _error(410, "this link has expired")
+        self.unsent_clicks[cached.partition].append([code, round(now, 3)])
+        self.redirects += 1
+        return web.Response(
+            status=301 if cached.permanent else 302, headers={"Location": cached.url}
+        )
+
+    async def handle_info(self, request: web.Request, code: str) -> web.Response:
+        refused = self._limited(request)
+        if refused is not None:
+            return refused
+        if not is_valid_code(code):
+            return _error(404, "unknown code")
+        partition = partition_for(code, self.partitions)
+        if partition not in self.owned:
+            return await self._forward(request, partition)
+        link = self.codes.get(code)
+        if link is None:
+            return _error(404, "unknown code")
+        out = self._describe(request, code, link)
+        out["expired"] = is_expired(link["expires_at"], time.time())
+        out["clicks"] = int(self.clicks.get(code) or 0)
+        return web.json_response(out)
+
+    async def _forward(
+        self, request: web.Request, partition: int, body: bytes | None = None
+    ) -> web.Response:
+        """Relay the request to the worker that owns `partition` and its answer back."""
+        retry = {"Retry-After": "1"}
+        owner = self._owner_url(partition)
+        me = str(self.app.conf.canonical_url)
+        if ROUTED_HEADER in request.headers or owner is None or owner == me:
+            # Forwarded already, no owner yet, or ours but not recovered: a rebalance.
+            return _error(503, f"partition {partition} is being rebalanced; retry", **retry)
+        headers = {ROUTED_HEADER: request.remote or "", "Host": request.host}
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        target = URL(owner.rstrip("/") + request.raw_path, encoded=True)
+        try:
+            async with self.app.http_client.request(
+                request.method,
+                target,
+                data=body,
+                headers=headers,
+                allow_redirects=False,
+                timeout=aiohttp.ClientTimeout(total=self.options.request_timeout),
+            ) as response:
+                payload = await response.read()
+                relayed = {
+                    name: response.headers[name]
+                    for name in ("Location", "Retry-After", "Content-Type")
+                    if name in response.headers
+                }
+                relayed["X-Seine-Served-By"] = owner
+                return web.Response(status=response.status, body=payload, headers=relayed)
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            return _error(503, f"owner of partition {partition} unreachable: {exc}", **retry)
+
+
+def register_shortlinks(
+    app: Any, settings: Settings, table_factory: Callable[[str], Any], **options: Any
+) -> ShortLinks:
+    """Add the short-link tables, topics, agents, timers and HTTP views to a Faust app.
+
+    `table_factory(name)` makes a table the way the app makes its own (same
+    partitions, store and changelog producer). `options` override
+    `ShortLinkOptions` fields (tests and benchmarks tune the rate limit this way).
+    """
+    links = ShortLinks(app, settings, table_factory, ShortLinkOptions(**options))
+    links.register()
+    app.shortlinks = links
+    return links
