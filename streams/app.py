@@ -142,7 +142,8 @@ def create_app(settings: Settings) -> SeineApp:
     hosts_table = table("hosts")
     queue_table = table("queue")
     fingerprint_table = table("fingerprints")
-    tables = [seen_table, scope_table, hosts_table, queue_table, fingerprint_table]
+    sites_table = table("sites")
+    tables = [seen_table, scope_table, hosts_table, queue_table, fingerprint_table, sites_table]
 
     policy = Politeness(
         delay=settings.delay,
@@ -263,7 +264,7 @@ def create_app(settings: Settings) -> SeineApp:
         topology.URL_FILTER,
         "url-filter",
         lambda p, batch, out: url_filter.handle(
-            p, batch, filter_config, scope_table, out
+            p, batch, filter_config, scope_table, sites_table, out
         ),
     )
 
@@ -345,6 +346,10 @@ def run_worker(seine: SeineApp) -> int:
         quiet=True,
         redirect_stdouts=False,
     )
+    # Faust's startup spinner sets the root logger to DEBUG, so every log.debug in
+    # aiokafka and mode builds a record (~6% of a busy worker); and it writes
+    # terminal escapes. Seine shows its own progress.
+    worker.spinner = None
     seine.worker = worker
     try:
         worker.execute_from_commandline()

@@ -34,6 +34,8 @@ class StageProducer:
             "queue.buffering.max.kbytes": 262144,
             "message.max.bytes": 16 * 1024 * 1024,
             "enable.idempotence": False,
+            # the embedded broker goes away at the end of a crawl: not worth a log line
+            "log.connection.close": False,
             # HTML compresses ~4×; librdkafka compresses in its own threads, and the
             # broker then moves a quarter of the bytes (aiokafka decompresses with cramjam).
             "compression.type": "lz4",

@@ -17,6 +17,7 @@ import topology
 from streams.core.fetching import Fetcher, FetchResult
 from streams.core.urls import resolve
 from streams.stages.context import Outbox, StageContext, crawl_log_record
+from streams.stages.url_filter import REDIRECT_VIA_PREFIX
 
 log = logging.getLogger("seine.fetch")
 
@@ -110,7 +111,9 @@ class FetchStage:
                         # one level deeper, so an endless redirect chain meets --max-depth
                         "depth": request["depth"] + 1,
                         "priority": 0,
-                        "via": request["url"],
+                        # marked as a redirect: url-filter lets the target's host form
+                        # become the site's canonical one (example.com → www.example.com)
+                        "via": REDIRECT_VIA_PREFIX + request["url"],
                     },
                 )
 

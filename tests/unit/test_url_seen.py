@@ -67,7 +67,11 @@ def test_partition_keys_come_straight_from_the_partition_database() -> None:
 
     class Store:
         def _db_for_partition(self, partition: int) -> dict[bytes, bytes]:
-            return {b'"http://a.test/x"': b"1", b'"http://a.test/\\u00e9"': b"1"}
+            return {
+                b'"http://a.test/x"': b"1",
+                b'"http://a.test/\\u00e9"': b"1",
+                b"__faust\x00offset__": b"12",
+            }
 
     class Table:
         data = Store()
