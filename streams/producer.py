@@ -91,14 +91,15 @@ class StageProducer:
                 self._producer.poll(0.05)
 
     def poll(self) -> None:
-        self._producer.poll(0)
+        if self._producer is not None:
+            self._producer.poll(0)
 
     def pending(self) -> int:
-        return len(self._producer)
+        return len(self._producer) if self._producer is not None else 0
 
     async def flush(self, timeout: float = 30.0) -> None:
         """Wait until every produced message is acknowledged, off the event loop."""
-        if len(self._producer) == 0:
+        if self._producer is None or len(self._producer) == 0:
             return
         loop = asyncio.get_running_loop()
         remaining = await loop.run_in_executor(None, self._producer.flush, timeout)
@@ -106,7 +107,13 @@ class StageProducer:
             raise RuntimeError(f"{remaining} messages not delivered within {timeout}s")
 
     def close(self, timeout: float = 10.0) -> None:
-        self._producer.flush(timeout)
+        """Deliver what is queued, then let librdkafka go: a producer left alive keeps
+        reconnecting (and logging) after the embedded broker has stopped."""
+        producer = self._producer
+        if producer is None:
+            return
+        producer.flush(timeout)
+        self._producer = None  # type: ignore[assignment]
 
 
 def hook_into_commits(app: Any, producer: StageProducer) -> None:
