@@ -568,7 +568,7 @@ def _parse_member(data: bytes) -> _Record | None:
     Why: warcio's ``ArchiveIterator`` reads headers line by line through three stream
     wrappers and measured ~200 us a record, most of a ``get()``; the index already says
     where the one member is, so this path is one ``zlib`` call plus a few C-level scans
-    and splits (~50-70 us a ``get()`` of an 8 KB page, a third of it the inflate).
+    and splits (~70-120 us a ``get()`` of an 8 KB page here, a quarter of it the inflate).
     It accepts only the shape our writer produces -- an ASCII WARC/1.0-1.1 header without
     continuation lines, an http(s) ``response``/``revisit`` whose block starts with an
     ``HTTP/1.x`` status line and UTF-8 headers with no bare CR or LF -- and returns None
