@@ -157,9 +157,6 @@ STAGES: tuple[StageSpec, ...] = (
     ),
 )
 
-#: Every stage also writes to dead-letters when a message is unreadable.
-EVERY_STAGE_SINK = DEAD_LETTERS
-
 
 def topic_name(app_id: str, spec: TopicSpec) -> str:
     return f"{app_id}.{spec.name}"

@@ -9,7 +9,6 @@ the frontier has nothing queued or in flight, the crawl is idle (`--until-idle`)
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections import Counter
@@ -257,11 +256,3 @@ class StageContext:
         """True when nothing is queued, in flight, unsent or unhandled anywhere in this
         worker — and, as this worker owns every partition, in the crawl."""
         return not self.locally_busy() and self.counters.balanced()
-
-
-async def run_periodically(interval: float, fn: Callable[[], Any]) -> None:
-    while True:
-        await asyncio.sleep(interval)
-        result = fn()
-        if asyncio.iscoroutine(result):
-            await result
