@@ -196,8 +196,10 @@ class Measured:
 def high_water_mark(pid: int) -> int:
     """The kernel's record of a process's peak RSS (Linux VmHWM), 0 where unavailable.
 
-    Why besides sampling: a 0.2 s poll misses short spikes (Seine's own ru_maxrss came out
-    ~60 MB above the sampled peak); the high-water mark misses nothing before the last poll.
+    Why besides sampling: a 0.2 s poll can miss a short spike; the high-water mark misses
+    nothing before the last poll. (Not ``ru_maxrss`` either: across fork+exec Linux carries
+    the *parent's* peak into the child's, so a child started by this bench would report
+    the bench's own RSS if that were larger.)
     """
     try:
         with open(f"/proc/{pid}/status", "rb") as status:
