@@ -22,6 +22,40 @@ from streams.settings import Settings, load_settings, parse_resolve
 
 #: Crawl-log outcomes counted as errors in progress lines and summaries.
 ERROR_OUTCOMES = ("error", "http-error", "blocked", "dns-error")
+#: Exit status of a crawl that ran to idle without fetching a single page while
+#: something went wrong (every seed rejected, every host unreachable): a script
+#: running `seine crawl --until-idle` must not mistake that for success.
+EXIT_NOTHING_FETCHED = 3
+
+
+def nothing_fetched_failure(fetched: int, errors: int, dead_letters: int) -> str | None:
+    """Why a finished crawl counts as failed, or None.
+
+    Zero pages fetched is a failure only when errors or dead letters explain it: a
+    crawl resumed after it had already finished also fetches nothing, correctly.
+    """
+    if fetched > 0 or (errors == 0 and dead_letters == 0):
+        return None
+    return (
+        f"no page was fetched ({errors} fetch errors, {dead_letters} dead letters): "
+        "see the crawl-log and dead-letters topics for the reasons"
+    )
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident set, from the kernel's high-water mark.
+
+    `ru_maxrss` is inherited across fork+exec on Linux, so a worker started by a
+    big parent (pytest, a benchmark) would report the parent's peak instead.
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 #: Consumer-group timeouts for the embedded broker: Tansu completes a join after
 #: about half the session timeout, so small values start a crawl in ~2 s, not ~30 s.
@@ -271,7 +305,7 @@ def run_crawl(settings: Settings, seeds: list[str], until_idle: bool) -> int:
             cpu = usage.ru_utime + usage.ru_stime
             print(
                 f"seine: worker CPU {cpu:.1f}s = {1000 * cpu / max(fetched, 1):.2f} ms per "
-                f"fetched page, peak RSS {usage.ru_maxrss / 1024:.0f} MB"
+                f"fetched page, peak RSS {peak_rss_mb():.0f} MB"
             )
         print(
             f"seine: {c.pages_stored} pages stored, {fetched} fetched in {elapsed:.1f}s "
@@ -282,6 +316,11 @@ def run_crawl(settings: Settings, seeds: list[str], until_idle: bool) -> int:
             f"{c.dead_letters} dead letters; data in {effective.data_dir}",
             flush=True,
         )
+        errors = sum(c.outcomes.get(k, 0) for k in ERROR_OUTCOMES)
+        failure = nothing_fetched_failure(fetched, errors, c.dead_letters)
+        if until_idle and code == 0 and failure:
+            print(f"seine: crawl failed: {failure}", file=sys.stderr, flush=True)
+            return EXIT_NOTHING_FETCHED
         return code
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import topology
+from streams.cli import ERROR_OUTCOMES, EXIT_NOTHING_FETCHED, nothing_fetched_failure
 from streams.settings import Settings
 
 IDLE_SECONDS = 2.0
@@ -187,7 +188,7 @@ def run_workers(settings: Settings, seeds: list[str], workers: int, until_idle: 
     for s in final:
         outcomes.update(s["outcomes"])
     fetched = outcomes.get("fetched", 0)
-    errors = sum(outcomes.get(k, 0) for k in ("error", "http-error", "blocked", "dns-error"))
+    errors = sum(outcomes.get(k, 0) for k in ERROR_OUTCOMES)
     print(
         f"seine: {sum(s['pages_stored'] for s in final)} pages stored, {fetched} fetched in "
         f"{elapsed:.1f}s ({fetched / max(elapsed, 1e-6):.0f} pages/s) by {workers} workers, "
@@ -197,4 +198,8 @@ def run_workers(settings: Settings, seeds: list[str], workers: int, until_idle: 
         f"{sum(s['dead_letters'] for s in final)} dead letters; data in {settings.data_dir}",
         flush=True,
     )
+    failure = nothing_fetched_failure(fetched, errors, sum(s["dead_letters"] for s in final))
+    if until_idle and code == 0 and failure:
+        print(f"seine: crawl failed: {failure}", file=sys.stderr, flush=True)
+        return EXIT_NOTHING_FETCHED
     return code
