@@ -57,6 +57,7 @@ def peak_rss_mb() -> float:
         pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
+
 #: Consumer-group timeouts for the embedded broker: Tansu completes a join after
 #: about half the session timeout, so small values start a crawl in ~2 s, not ~30 s.
 EMBEDDED_GROUP_TIMEOUTS: dict[str, Any] = {
