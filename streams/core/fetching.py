@@ -70,6 +70,7 @@ __all__ = [
     "GuardedResolver",
     "accept_encoding",
     "address_class",
+    "decode_bounded",
     "is_public_address",
     "literal_address",
     "make_dns_backend",
@@ -586,6 +587,21 @@ def _decoder_for(content_encoding: str) -> _Decoder | None:
     if coding == "zstd" and _ZSTD is not None:
         return _ZstdDecoder(_ZSTD)
     raise ContentDecodeError(f"unsupported content-encoding {coding!r}")
+
+
+def decode_bounded(coding: str, data: bytes, cap: int) -> tuple[bytes, bool]:
+    """Decode a whole compressed payload held in memory with the same bounded decoders
+    as response bodies: (at most `cap` bytes, truncated?). For files that are
+    compressed themselves (a sitemap.xml.gz), not by Content-Encoding; a bomb stops
+    at the cap. Raises ContentDecodeError for a corrupt or unsupported stream."""
+    decoder = _decoder_for(coding)
+    if decoder is None:
+        return data[:cap], len(data) > cap
+    out = decoder.decode(data, cap + 1)
+    if len(out) > cap:
+        return out[:cap], True
+    decoder.finish()
+    return out, False
 
 
 # -- results and configuration -----------------------------------------------------------------
