@@ -163,7 +163,9 @@ def create_app(settings: Settings) -> SeineApp:
         )
     )
     store = PageStore(
-        Path(settings.data_dir) / "pages", segment_max_bytes=settings.segment_max_bytes
+        Path(settings.data_dir) / "pages",
+        segment_max_bytes=settings.segment_max_bytes,
+        writer_id=settings.worker_id or None,
     )
     fetcher = Fetcher(
         FetchConfig(

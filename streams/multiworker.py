@@ -97,6 +97,7 @@ def run_workers(settings: Settings, seeds: list[str], workers: int, until_idle: 
             **base_env,
             "SEINE_DATA_DIR": str(directory),
             "SEINE_STATUS_FILE": str(status),
+            "SEINE_WORKER_ID": f"worker{index}",
         }
         procs.append(
             subprocess.Popen(

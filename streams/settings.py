@@ -72,6 +72,9 @@ class Settings:
     #: asyncio event loop: "uvloop" (faster sockets and timers) or "asyncio".
     event_loop: str = "uvloop"
     segment_max_bytes: int = 1 << 30
+    #: This worker's id in its WARC segment names (with a random part, so names never
+    #: collide across workers); empty means host name and process id.
+    worker_id: str = ""
     #: Linger (seconds) before a stage sends its coalesced output batch.
     batch_linger: float = 0.01
     #: Most messages an agent takes from its stream to handle as one unit.

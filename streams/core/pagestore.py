@@ -2,16 +2,20 @@
 
 Why this shape
 --------------
-* **WARC segments** (``segments/seine-<yyyymmddhhmmss>-<seq>.warc.gz``) are the archival
-  format every web-archive tool reads (warcio, pywb, OpenWayback, ...), so a crawl can be
-  replayed or handed to someone else without this code.  Each record is its own gzip
-  member, which makes ``(offset, length)`` address exactly one record: a reader seeks,
+* **WARC segments** (``segments/seine-<yyyymmddhhmmss>-<seq>-<writer>-<random>.warc.gz``)
+  are the archival format every web-archive tool reads (warcio, pywb, OpenWayback,
+  ...), so a crawl can be replayed or handed to someone else without this code.  Each
+  record is its own gzip member, which makes ``(offset, length)`` address exactly one
+  record: a reader seeks,
   reads ``length`` bytes and decompresses only that.  Every segment starts with a
   ``warcinfo`` record so it is self-describing on its own.  A segment is closed once it
   has passed ``segment_max_bytes`` and the next record opens a new one; a process that
   re-opens the store never appends to an existing segment (the tail of a segment written
   by a crashed process may be a torn gzip member, and appending after it would hide every
-  later record from sequential readers).
+  later record from sequential readers).  A segment name is unique across processes and
+  machines, not only within one store: ``<writer>`` is the writer's id (the worker's,
+  or host name and pid by default) and ``<random>`` 32 random bits, so segments of many
+  workers can share one directory or bucket, and a CDXJ ``filename`` names one file.
 * **The index** (``index/``, a RocksDB database through rocksdict in raw mode) maps
   ``url + b"\\x00" + big-endian uint64 microseconds`` to a compact record pointer.  URLs
   never contain C0 control characters (we reject them), so all captures of one URL are
@@ -65,6 +69,7 @@ import json
 import logging
 import os
 import re
+import secrets
 import socket
 import struct
 import tempfile
@@ -91,7 +96,9 @@ __all__ = ["Capture", "PageStore", "ReadOnlyError", "surt"]
 log = logging.getLogger(__name__)
 
 _SOFTWARE = "seine/0.1.0"
-_SEGMENT_RE = re.compile(r"^seine-(\d{14})-(\d+)\.warc\.gz$")
+# seine-<yyyymmddhhmmss>-<seq>[-<writer>-<random hex>].warc.gz (older stores lack the tail)
+_SEGMENT_RE = re.compile(r"^seine-(\d{14})-(\d+)(?:-([A-Za-z0-9._]+)-([0-9a-f]+))?\.warc\.gz$")
+_WRITER_UNSAFE_RE = re.compile(r"[^A-Za-z0-9._]+")
 _MIME_HTTP_RESPONSE = "application/http;msgtype=response"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MAX_MICROS = (1 << 64) - 1  # seek bound: above every valid key
@@ -655,8 +662,10 @@ class PageStore:
         *,
         segment_max_bytes: int = 1 << 30,
         read_only: bool = False,
+        writer_id: str | None = None,
     ) -> None:
         self.path = Path(path)
+        self.writer_id = _writer_tag(writer_id)
         self.read_only = read_only
         self.segment_max_bytes = segment_max_bytes
         self._seg_dir = self.path / "segments"
@@ -1055,7 +1064,8 @@ class PageStore:
 
     def _current_segment(self) -> tuple[WARCWriter, IO[bytes], str]:
         if self._writer is None or self._out is None or self._segment is None:
-            name = f"seine-{datetime.now(UTC).strftime('%Y%m%d%H%M%S')}-{self._next_seq:05d}"
+            stamp = datetime.now(UTC).strftime("%Y%m%d%H%M%S")
+            name = f"seine-{stamp}-{self._next_seq:05d}-{self.writer_id}-{secrets.token_hex(4)}"
             name += ".warc.gz"
             self._next_seq += 1
             out = open(self._seg_dir / name, "xb", buffering=1 << 20)  # noqa: SIM115
@@ -1200,6 +1210,17 @@ class PageStore:
         f.writelines(lines)
         f.seek(0)
         return f
+
+
+def _writer_tag(writer_id: str | None) -> str:
+    """The writer part of segment names: the given id, else host name and process id.
+
+    Only ``[A-Za-z0-9._]`` survive (other runs become ``_``) so the name stays a safe
+    file name and object key and the ``-`` separators stay unambiguous.
+    """
+    if writer_id is None or not writer_id.strip():
+        writer_id = f"{socket.gethostname().split('.')[0]}_{os.getpid()}"
+    return _WRITER_UNSAFE_RE.sub("_", writer_id.strip())[:48] or "w"
 
 
 def _check_status(status: int) -> None:
