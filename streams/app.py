@@ -39,6 +39,7 @@ from streams.stages import dedup, frontier, link_extract, parse, seeds, url_filt
 from streams.stages.context import Outbox, StageContext
 from streams.stages.fetch import FetchStage
 from streams.tables import ProducedTable
+from streams.web.observe import register_observe
 from streams.web.pages import register_pages
 from streams.web.shortlinks import register_shortlinks
 from topology import TopicSpec
@@ -336,6 +337,8 @@ def create_app(settings: Settings) -> SeineApp:
 
     register_shortlinks(app, settings, table)
     register_pages(app, settings, store, ctx.url_partition)
+    if settings.web_enabled:
+        register_observe(seine)
     return seine
 
 

@@ -18,10 +18,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from streams.core.stats import ERROR_OUTCOMES, REPLAY_OUTCOMES
 from streams.settings import Settings, load_settings, parse_resolve
 
-#: Crawl-log outcomes counted as errors in progress lines and summaries.
-ERROR_OUTCOMES = ("error", "http-error", "blocked", "dns-error")
 #: Exit status of a crawl that ran to idle without fetching a single page while
 #: something went wrong (every seed rejected, every host unreachable): a script
 #: running `seine crawl --until-idle` must not mistake that for success.
@@ -169,6 +168,45 @@ def build_parser() -> argparse.ArgumentParser:
     shorten.add_argument("--expires-at", dest="expires_at", help="unix seconds or ISO-8601 time")
     shorten.add_argument("--web", default="http://127.0.0.1:6066", help="the worker's web URL")
 
+    status = sub.add_parser("status", help="summarise a running crawl from its topics")
+    status.add_argument("--bootstrap", required=True, help="Kafka bootstrap HOST:PORT")
+    status.add_argument("--app-id", dest="app_id", help="the crawl's app id (default: seine)")
+    status.add_argument(
+        "--since", help="only crawl-log records from this time (unix, ISO-8601, or 15m ago)"
+    )
+    _common(status)
+
+    replay = sub.add_parser(
+        "replay", help="re-feed URLs from the crawl log into the frontier (a recrawl)"
+    )
+    replay.add_argument("--bootstrap", required=True, help="Kafka bootstrap HOST:PORT")
+    replay.add_argument("--app-id", dest="app_id", help="the crawl's app id (default: seine)")
+    start = replay.add_mutually_exclusive_group(required=True)
+    start.add_argument("--since", help="records from this time (unix, ISO-8601, or 15m ago)")
+    start.add_argument(
+        "--from-offset",
+        dest="from_offset",
+        type=int,
+        help="records from this offset of every crawl-log partition",
+    )
+    replay.add_argument("--until", help="records up to this time (same forms as --since)")
+    replay.add_argument(
+        "--outcomes",
+        default=",".join(REPLAY_OUTCOMES),
+        help="crawl-log outcomes whose URLs are re-fed (comma-separated; default fetched)",
+    )
+    replay.add_argument(
+        "--min-age",
+        dest="min_age",
+        type=float,
+        default=0.0,
+        help="skip URLs whose latest fetch is younger than this many seconds",
+    )
+    replay.add_argument(
+        "--dry-run", dest="dry_run", action="store_true", help="list the URLs, send nothing"
+    )
+    _common(replay)
+
     demo = sub.add_parser("demo", help="serve the bundled demo web on loopback and crawl it")
     demo.add_argument("--hosts", type=int, default=20)
     demo.add_argument("--pages", type=int, default=30)
@@ -191,6 +229,7 @@ def _settings_from(args: argparse.Namespace, **extra: Any) -> Settings:
         "allow_private",
         "user_agent",
         "web_port",
+        "app_id",
     ):
         value = getattr(args, name, None)
         if value is not None:
@@ -452,6 +491,67 @@ def cmd_shorten(args: argparse.Namespace) -> int:
     return 1
 
 
+def cmd_status(args: argparse.Namespace) -> int:
+    """Summarise a crawl from outside: its crawl log, its consumer group, its dead letters."""
+    from streams.core.stats import CrawlTally
+    from streams.crawllog import (
+        CrawlNotFound,
+        LogRead,
+        dead_letter_count,
+        group_lag,
+        parse_since,
+        read_crawl_log,
+        status_report,
+    )
+
+    settings = _settings_from(args)
+    since = parse_since(args.since) if args.since else None
+    tally = CrawlTally(history_seconds=3600)
+    read = LogRead()
+    try:
+        for _p, _offset, record in read_crawl_log(settings, since=since, read=read):
+            tally.add(record)
+    except CrawlNotFound as exc:
+        print(f"seine status: {exc}: is a crawl running with this app id?", file=sys.stderr)
+        return 1
+    try:
+        lag = group_lag(settings)
+    except Exception as exc:  # the broker may not answer group requests; say so
+        print(f"seine status: consumer lag unavailable: {exc}", file=sys.stderr)
+        lag = {}
+    print(status_report(settings, tally, read, lag, dead_letter_count(settings)), flush=True)
+    return 0
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    """Re-feed URLs of the crawl log to the frontier of the running crawl."""
+    from streams.crawllog import CrawlNotFound, parse_since, plan_replay, read_crawl_log, refeed
+
+    settings = _settings_from(args)
+    since = parse_since(args.since) if args.since else None
+    until = parse_since(args.until) if args.until else None
+    outcomes = tuple(o.strip() for o in args.outcomes.split(",") if o.strip())
+    try:
+        records = read_crawl_log(settings, since=since, from_offset=args.from_offset)
+        plan = plan_replay(records, outcomes=outcomes, min_age=args.min_age, until=until)
+        if args.dry_run:
+            for url in plan.urls:
+                print(url)
+            sent = 0
+        else:
+            sent = refeed(settings, plan.urls)
+    except CrawlNotFound as exc:
+        print(f"seine replay: {exc}: is a crawl running with this app id?", file=sys.stderr)
+        return 1
+    print(
+        f"seine replay: {sent if not args.dry_run else len(plan.urls)} URL(s) "
+        f"{'re-fed to the frontier' if not args.dry_run else 'would be re-fed'}; "
+        f"{plan.too_recent} fetched less than {args.min_age:g} s ago left out",
+        file=sys.stderr,
+    )
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from streams.demo.server import start_server_process
     from streams.demo.webgen import WebSpec
@@ -513,6 +613,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_export(args)
         if args.command == "shorten":
             return cmd_shorten(args)
+        if args.command == "status":
+            return cmd_status(args)
+        if args.command == "replay":
+            return cmd_replay(args)
         if args.command == "demo":
             return cmd_demo(args)
     except ValueError as exc:

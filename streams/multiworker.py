@@ -99,6 +99,10 @@ def run_workers(settings: Settings, seeds: list[str], workers: int, until_idle: 
             "SEINE_STATUS_FILE": str(status),
             "SEINE_WORKER_ID": f"worker{index}",
         }
+        if settings.web_enabled:
+            # One port per worker (--web-port, +1, +2, ...): any of them serves the
+            # dashboard of the whole crawl, gathered from the others.
+            env["SEINE_WEB_PORT"] = str(settings.web_port + index)
         procs.append(
             subprocess.Popen(
                 [sys.executable, "-m", "streams.cli", "worker"],

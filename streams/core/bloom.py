@@ -393,6 +393,12 @@ class BloomFilter:
     def __len__(self) -> int:
         return sum(s.count for s in self._slices)
 
+    def bits(self) -> tuple[int, int]:
+        """(bits set, bits in all) over every slice: the fill ratio an operator watches
+        (near 1/2 a slice is at its designed error rate; a scalable filter then grows)."""
+        set_bits = sum(int(np.unpackbits(s._view).sum()) for s in self._slices)
+        return set_bits, sum(s.num_bits for s in self._slices)
+
     def __repr__(self) -> str:
         return (
             f"BloomFilter(capacity={self._capacity}, error_rate={self._error_rate}, "

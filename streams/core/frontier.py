@@ -340,6 +340,33 @@ class Frontier:
     def budget_exhausted(self) -> bool:
         return bool(self.policy.max_pages) and self.pages_dispatched >= self.policy.max_pages
 
+    def busiest_hosts(self, n: int = 10, scan: int = 5000) -> list[dict[str, Any]]:
+        """The `n` hosts with the longest queues and when each may next be asked, for
+        the dashboard. Only hosts with work or a fetch in flight are looked at (at most
+        `scan` of them: one state read each), so a big crawl's answer is a sample."""
+        seen: set[str] = set()
+        rows: list[dict[str, Any]] = []
+        candidates = [*self._busy]
+        for pq in self._partitions.values():
+            candidates.extend(pq.scheduled)
+        for authority in candidates:
+            if authority in seen or len(seen) >= scan:
+                continue
+            seen.add(authority)
+            state = self._get(authority)
+            if state is None:
+                continue
+            rows.append(
+                {
+                    "host": authority,
+                    "queued": int(state["tail"]) - int(state["head"]),
+                    "next_at": float(state.get("next", 0.0)),
+                    "busy": bool(state.get("busy")),
+                    "fetched": int(state.get("fetched", 0)),
+                }
+            )
+        return heapq.nlargest(n, rows, key=lambda row: (row["queued"], -row["next_at"]))
+
     # -- internals ----------------------------------------------------------------
 
     def _pq(self, authority: str) -> _PartitionQueue:

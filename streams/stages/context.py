@@ -21,6 +21,7 @@ import faust
 import topology
 from streams import codec
 from streams.core.partitioning import partition_for
+from streams.core.stats import CrawlTally
 from streams.core.urls import host_of, site_key
 from streams.producer import StageProducer
 from streams.settings import Settings
@@ -55,6 +56,10 @@ class Counters:
     started_at: float = field(default_factory=time.time)
     #: Per consumed topic: smoothed milliseconds from produce to handling.
     latency_ms: dict[str, float] = field(default_factory=dict)
+    #: This worker's crawl-log records, folded (dashboard, /metrics).
+    tally: CrawlTally = field(default_factory=CrawlTally)
+    #: Dead letters per stage.
+    stage_errors: Counter[str] = field(default_factory=Counter)
 
     def observe_latency(self, topic: str, ms: float) -> None:
         previous = self.latency_ms.get(topic)
@@ -110,6 +115,7 @@ class Outbox:
             )
         for partition, record in logs:
             ctx.counters.outcomes[record["outcome"]] += 1
+            ctx.counters.tally.add(record)
             await ctx.send(topology.CRAWL_LOG, partition, codec.encode("crawl_log", record))
 
 
@@ -241,6 +247,7 @@ class StageContext:
             "at": time.time(),
         }
         self.counters.dead_letters += 1
+        self.counters.stage_errors[stage] += 1
         log.warning("dead letter from %s: %s", stage, error[:300])
         await self.send(topology.DEAD_LETTERS, 0, codec.encode("dead_letter", record))
 

@@ -135,3 +135,13 @@ def read_topic(bootstrap: str, topic: str, want: int, deadline_s: float = 20.0) 
     finally:
         consumer.close()
     return out
+
+
+def stop_process(proc: subprocess.Popen[Any], timeout: float = 30.0) -> None:
+    """SIGTERM, then SIGKILL if the process has not exited within `timeout`."""
+    proc.terminate()
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

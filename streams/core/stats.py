@@ -1,0 +1,228 @@
+"""Crawl statistics as plain data: what the dashboard, /metrics and `seine status` show.
+
+No Kafka or web imports: a worker folds its own crawl-log records into a
+`CrawlTally` as it sends them, and `seine status` folds the crawl-log *topic*
+into the same class, so both tell the same story from the same records. A
+worker's view is a JSON-able snapshot; `merge_snapshots` sums the snapshots of
+several workers into the view of the whole crawl (every worker owns disjoint
+partitions, so its counts add up).
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+#: Crawl-log outcomes that are errors (fetch failures and refusals of the fetcher).
+ERROR_OUTCOMES = ("error", "http-error", "blocked", "dns-error")
+#: Crawl-log outcomes whose URLs `seine replay` re-feeds unless told otherwise.
+REPLAY_OUTCOMES = ("fetched",)
+#: Upper bounds (seconds) of the fetch latency histogram, as Prometheus buckets.
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+#: Seconds of pages/s history a worker keeps (the dashboard chart's width).
+HISTORY_SECONDS = 600
+#: Characters of an error reason kept as its group (reasons carry URLs and numbers).
+REASON_CHARS = 60
+
+
+def reason_group(reason: str) -> str:
+    """The part of an error reason that names the kind of failure, not the instance:
+    "connect timeout after 5.0s to http://x/" and the same for y are one row."""
+    text = (reason or "").strip() or "(no reason)"
+    head = text.split(": ", 1)[0] if ": " in text[:REASON_CHARS] else text
+    words = [w for w in head.split() if not any(ch.isdigit() for ch in w) and "/" not in w]
+    return (" ".join(words) or text)[:REASON_CHARS]
+
+
+class RateHistory:
+    """Events per whole second over the last `seconds` seconds (a ring of counts)."""
+
+    def __init__(self, seconds: int = HISTORY_SECONDS) -> None:
+        self.seconds = seconds
+        self._counts: dict[int, int] = {}
+
+    def add(self, at: float, n: int = 1) -> None:
+        second = int(at)
+        self._counts[second] = self._counts.get(second, 0) + n
+        if len(self._counts) > self.seconds + 60:
+            cutoff = max(self._counts) - self.seconds
+            for key in [k for k in self._counts if k < cutoff]:
+                del self._counts[key]
+
+    def series(self, now: float, seconds: int | None = None) -> list[list[int]]:
+        """[[second, count], ...] for every second of the window, oldest first; the
+        current (incomplete) second is left out so the last point is not a dip."""
+        span = self.seconds if seconds is None else seconds
+        end = int(now)
+        return [[s, self._counts.get(s, 0)] for s in range(end - span, end)]
+
+
+def merge_series(many: Iterable[list[list[int]]]) -> list[list[int]]:
+    """Sum per-second series of several workers, second by second."""
+    total: Counter[int] = Counter()
+    for series in many:
+        for second, count in series:
+            total[int(second)] += int(count)
+    return [[s, total[s]] for s in sorted(total)]
+
+
+class LatencyHistogram:
+    """Cumulative-bucket histogram of seconds, shaped like Prometheus's."""
+
+    def __init__(self, buckets: tuple[float, ...] = LATENCY_BUCKETS) -> None:
+        self.buckets = buckets
+        self.counts = [0] * (len(buckets) + 1)  # the last one is +Inf
+        self.sum = 0.0
+
+    def observe(self, seconds: float) -> None:
+        self.counts[bisect.bisect_left(self.buckets, seconds)] += 1
+        self.sum += seconds
+
+    @property
+    def count(self) -> int:
+        return sum(self.counts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"buckets": list(self.buckets), "counts": list(self.counts), "sum": self.sum}
+
+
+class CrawlTally:
+    """Everything countable in crawl-log records: outcomes, HTTP statuses, bytes, error
+    reasons, fetch latency, pages per second, per-host fetches."""
+
+    def __init__(self, history_seconds: int = HISTORY_SECONDS) -> None:
+        self.records = 0
+        self.outcomes: Counter[str] = Counter()
+        self.statuses: Counter[str] = Counter()
+        self.errors: Counter[str] = Counter()
+        self.hosts: Counter[str] = Counter()
+        self.bytes = 0
+        self.latency = LatencyHistogram()
+        self.pages = RateHistory(history_seconds)
+        self.first_at: float | None = None
+        self.last_at: float | None = None
+
+    def add(self, record: Mapping[str, Any]) -> None:
+        """Fold one crawl-log record (the `crawl_log` schema)."""
+        self.records += 1
+        outcome = str(record.get("outcome", ""))
+        self.outcomes[outcome] += 1
+        at = float(record.get("at") or 0.0)
+        if at:
+            self.first_at = at if self.first_at is None else min(self.first_at, at)
+            self.last_at = at if self.last_at is None else max(self.last_at, at)
+        if outcome in ERROR_OUTCOMES:
+            self.errors[f"{outcome}: {reason_group(str(record.get('reason', '')))}"] += 1
+        if record.get("stage") != "fetch":
+            return
+        status = int(record.get("status") or 0)
+        self.statuses[str(status) if status else outcome] += 1
+        self.bytes += int(record.get("bytes") or 0)
+        self.hosts[str(record.get("host", ""))] += 1
+        elapsed = float(record.get("elapsed_ms") or 0.0)
+        if status or elapsed:
+            self.latency.observe(elapsed / 1000.0)
+        if outcome == "fetched" and at:
+            self.pages.add(at)
+
+    @property
+    def fetched(self) -> int:
+        return self.outcomes.get("fetched", 0)
+
+    def duplicate_rate(self) -> float:
+        """Share of fetched pages whose content had been seen before."""
+        fetched = self.fetched
+        return self.outcomes.get("duplicate", 0) / fetched if fetched else 0.0
+
+    def snapshot(self, now: float, history_seconds: int = 120) -> dict[str, Any]:
+        return {
+            "records": self.records,
+            "outcomes": dict(self.outcomes),
+            "statuses": dict(self.statuses),
+            "errors": dict(self.errors),
+            "bytes": self.bytes,
+            "latency": self.latency.to_dict(),
+            "pages_per_second": self.pages.series(now, history_seconds),
+            "top_hosts": self.hosts.most_common(10),
+            "first_at": self.first_at,
+            "last_at": self.last_at,
+        }
+
+
+def recent_rate(series: list[list[int]], seconds: int = 10) -> float:
+    """Mean events per second over the last `seconds` points of a series."""
+    tail = series[-seconds:]
+    return sum(count for _, count in tail) / len(tail) if tail else 0.0
+
+
+def _add_counts(into: dict[str, Any], other: Mapping[str, Any]) -> None:
+    for key, value in other.items():
+        into[key] = into.get(key, 0) + value
+
+
+def merge_snapshots(snapshots: list[dict[str, Any]]) -> dict[str, Any]:
+    """One view of the whole crawl from each worker's `SeineApp.snapshot()`.
+
+    Counters add up (workers own disjoint partitions); per-second series add up
+    second by second; hosts are the busiest over all workers; lag adds up per stage;
+    the Bloom fill ratio is the mean over workers weighted by their filters' bits.
+    """
+    if not snapshots:
+        return {"workers": 0}
+    merged: dict[str, Any] = {"workers": len(snapshots), "at": max(s["at"] for s in snapshots)}
+    for key in ("outcomes", "statuses", "errors", "lag", "stage_events", "stage_errors"):
+        total: dict[str, Any] = {}
+        for snap in snapshots:
+            _add_counts(total, snap.get(key, {}))
+        merged[key] = total
+    for key in (
+        "bytes",
+        "queued",
+        "in_flight",
+        "pages_stored",
+        "dead_letters",
+        "page_store_bytes",
+        "bloom_bits",
+        "bloom_bits_set",
+        "bloom_items",
+    ):
+        merged[key] = sum(s.get(key, 0) for s in snapshots)
+    bits = merged["bloom_bits"]
+    merged["bloom_fill_ratio"] = merged["bloom_bits_set"] / bits if bits else 0.0
+    merged["pages_per_second"] = merge_series(s.get("pages_per_second", []) for s in snapshots)
+    latency = LatencyHistogram()
+    for snap in snapshots:
+        hist = snap.get("latency") or {}
+        for i, count in enumerate(hist.get("counts", [])[: len(latency.counts)]):
+            latency.counts[i] += count
+        latency.sum += float(hist.get("sum", 0.0))
+    merged["latency"] = latency.to_dict()
+    hosts = [h for s in snapshots for h in s.get("hosts", [])]
+    merged["hosts"] = busiest(hosts)
+    merged["links"] = sorted(
+        (link for s in snapshots for link in s.get("links", [])),
+        key=lambda link: (-link["clicks"], link["code"]),
+    )[:10]
+    merged["started_at"] = min(s.get("started_at", merged["at"]) for s in snapshots)
+    merged["duplicate_rate"] = duplicate_rate(merged["outcomes"])
+    return merged
+
+
+def duplicate_rate(outcomes: Mapping[str, int]) -> float:
+    fetched = outcomes.get("fetched", 0)
+    return outcomes.get("duplicate", 0) / fetched if fetched else 0.0
+
+
+def busiest(hosts: list[dict[str, Any]], n: int = 10) -> list[dict[str, Any]]:
+    """The `n` hosts with the longest queues (ties: the one due first)."""
+    return sorted(hosts, key=lambda h: (-h["queued"], h.get("next_at") or math.inf, h["host"]))[:n]
+
+
+def consumer_lag(highwater: int | None, position: int | None) -> int:
+    """Messages not yet consumed: the log end offset minus the consumer's next offset."""
+    if highwater is None:
+        return 0
+    return max(0, highwater - (position or 0))

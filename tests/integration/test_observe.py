@@ -1,0 +1,242 @@
+"""Watching a running crawl: the dashboard in headless Chromium, /metrics parsed by
+prometheus_client, /stats.json, and `seine status` from the terminal.
+
+One real crawl (real broker, the demo web on loopback, a real `seine crawl`
+process with its web server) serves every test of this module. It is slowed by a
+politeness delay so it is still running while the tests watch it grow.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from streams.broker import EmbeddedBroker, free_port
+from streams.demo.server import start_server_process
+from streams.demo.webgen import WebSpec
+from tests.integration.chromium import Chromium, chromium_binary
+from tests.integration.conftest import REPO, crawl_env, run_seine, stop_process
+
+
+@dataclass
+class LiveCrawl:
+    base: str
+    app_id: str
+    bootstrap: str
+    log: Path
+
+
+def get(url: str) -> bytes:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return bytes(response.read())
+
+
+def stats(crawl: LiveCrawl, scope: str = "worker") -> dict[str, Any]:
+    return dict(json.loads(get(f"{crawl.base}/stats.json?scope={scope}")))
+
+
+def wait_until(condition: Any, deadline_s: float, what: str, crawl: LiveCrawl) -> Any:
+    deadline = time.monotonic() + deadline_s
+    while True:
+        try:
+            value = condition()
+        except OSError:
+            value = None
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}; worker log: {crawl.log.read_text()[-2000:]}")
+        time.sleep(0.3)  # poll interval; the condition decides
+
+
+@pytest.fixture(scope="module")
+def live_crawl(
+    broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LiveCrawl]:
+    tmp = tmp_path_factory.mktemp("observe")
+    app_id = f"ob{uuid.uuid4().hex[:8]}"
+    port = free_port()
+    spec = WebSpec(hosts=8, pages_per_host=60, seed=5)
+    with start_server_process(spec, None, tmp / "web") as server:
+        seeds = tmp / "seeds.txt"
+        seeds.write_text("\n".join(server.seeds) + "\n")
+        args = [
+            sys.executable,
+            "-m",
+            "streams.cli",
+            "crawl",
+            "--seeds-file",
+            str(seeds),
+            "--bootstrap",
+            broker.bootstrap,
+            "--data-dir",
+            str(tmp / "data"),
+            "--web-port",
+            str(port),
+            "--allow-private",
+            "--delay",
+            "0.4",
+        ]
+        for host, addr in server.resolve.items():
+            args += ["--resolve", f"{host}={addr}"]
+        log_path = tmp / "crawl.log"
+        log = open(log_path, "wb")  # noqa: SIM115
+        proc = subprocess.Popen(
+            args,
+            env=crawl_env(app_id),
+            cwd=REPO,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        crawl = LiveCrawl(f"http://127.0.0.1:{port}", app_id, broker.bootstrap, log_path)
+        try:
+            wait_until(lambda: get(crawl.base + "/stats.json"), 60, "web server never up", crawl)
+            yield crawl
+        finally:
+            stop_process(proc)
+            log.close()
+
+
+def test_dashboard_in_headless_chromium_shows_the_crawl_growing(
+    live_crawl: LiveCrawl, tmp_path: Path
+) -> None:
+    binary = chromium_binary()
+    if binary is None:
+        pytest.skip("no chromium on this machine (apt-get install chromium) to drive the page")
+
+    def number(el: str) -> str:
+        return f"Number(document.getElementById({el!r}).dataset.value)"
+
+    async def drive() -> tuple[float, float, float, float, list[str], bool]:
+        async with Chromium(binary, tmp_path / "profile") as browser:
+            await browser.open(live_crawl.base + "/")
+
+            async def value_above(el: str, floor: float, deadline_s: float) -> float:
+                deadline = time.monotonic() + deadline_s
+                while True:
+                    got = await browser.evaluate(number(el))
+                    if isinstance(got, int | float) and got > floor:
+                        return float(got)
+                    if time.monotonic() > deadline:
+                        raise AssertionError(f"{el} stayed at {got} (wanted > {floor})")
+                    await asyncio.sleep(0.3)  # poll interval; the page polls every second
+
+            first = await value_above("kpi-fetched", 0, 90)
+            stored_first = float(await browser.evaluate(number("kpi-stored")))
+            await browser.screenshot(tmp_path / "dashboard-1.png")
+            later = await value_above("kpi-fetched", first, 60)
+            stored_later = await value_above("kpi-stored", stored_first, 60)
+            await browser.screenshot(tmp_path / "dashboard-2.png")
+            resources = await browser.evaluate(
+                "performance.getEntriesByType('resource').map(e => e.name)"
+            )
+            chart_drawn = await browser.evaluate(
+                "(() => { const c = document.getElementById('chart');"
+                " const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;"
+                " for (let i = 3; i < d.length; i += 4) if (d[i]) return true; return false; })()"
+            )
+            return first, later, stored_first, stored_later, list(resources), bool(chart_drawn)
+
+    first, later, stored_first, stored_later, resources, chart_drawn = asyncio.run(drive())
+    assert later > first and stored_later > stored_first
+    assert chart_drawn
+    # every request the page made went to the worker itself: nothing from outside
+    assert resources and all(url.startswith(live_crawl.base + "/") for url in resources)
+    shot = tmp_path / "dashboard-2.png"
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
+
+
+def test_metrics_parse_and_count_the_crawl(live_crawl: LiveCrawl) -> None:
+    def families() -> dict[str, Any]:
+        text = get(live_crawl.base + "/metrics").decode()
+        return {f.name: f for f in text_string_to_metric_families(text)}
+
+    def fetched_200() -> float:
+        fams = families()
+        return sum(
+            s.value
+            for s in fams["seine_pages_fetched"].samples
+            if s.name == "seine_pages_fetched_total" and s.labels.get("status") == "200"
+        )
+
+    first = wait_until(fetched_200, 90, "no 200 fetch in /metrics", live_crawl)
+    fams = families()
+    for name in (
+        "seine_pages_fetched",
+        "seine_fetched_bytes",
+        "seine_fetch_latency_seconds",
+        "seine_stage_events",
+        "seine_stage_errors",
+        "seine_consumer_lag",
+        "seine_frontier_queued",
+        "seine_urlseen_bloom_fill_ratio",
+        "seine_page_store_bytes",
+    ):
+        assert name in fams, name
+    values = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value for f in fams.values() for s in f.samples
+    }
+    assert values[("seine_fetched_bytes_total", ())] > 0
+    assert values[("seine_fetch_latency_seconds_count", ())] >= first
+    assert values[("seine_stage_events_total", (("stage", "fetch"),))] > 0
+    assert 0 < values[("seine_urlseen_bloom_fill_ratio", ())] < 0.5
+    assert values[("seine_page_store_bytes", ())] > 0
+    lag_stages = {
+        dict(labels)["stage"] for (name, labels) in values if name == "seine_consumer_lag"
+    }
+    assert {"frontier", "fetch", "parse", "url-seen"} <= lag_stages
+    wait_until(lambda: fetched_200() > first, 60, "fetch count in /metrics never grew", live_crawl)
+
+
+def test_stats_json_for_the_whole_crawl(live_crawl: LiveCrawl) -> None:
+    snap = wait_until(
+        lambda: (s := stats(live_crawl, "crawl"))["outcomes"].get("fetched") and s,
+        90,
+        "nothing fetched",
+        live_crawl,
+    )
+    assert snap["scope"] == "crawl" and snap["workers"] == snap["workers_expected"] == 1
+    assert snap["statuses"].get("200", 0) > 0
+    assert snap["hosts"] and {"host", "queued", "next_at", "busy"} <= set(snap["hosts"][0])
+    assert any(count for _, count in snap["pages_per_second"])
+    page = get(live_crawl.base + "/").decode()
+    assert "<canvas" in page and "http://" not in page.replace(
+        'xmlns="http://www.w3.org/2000/svg"', ""
+    )
+
+
+def test_seine_status_summarises_the_running_crawl(live_crawl: LiveCrawl) -> None:
+    wait_until(
+        lambda: stats(live_crawl)["outcomes"].get("fetched", 0) > 5, 90, "no fetches", live_crawl
+    )
+    done = run_seine(
+        ["status", "--bootstrap", live_crawl.bootstrap, "--app-id", live_crawl.app_id],
+        env=crawl_env(live_crawl.app_id),
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert f"crawl {live_crawl.app_id!r}" in out
+    fetched = int(out.split("fetched: ", 1)[1].split(" ", 1)[0])
+    assert fetched > 5
+    assert "by status: 200 " in out
+    assert "consumer lag (group" in out and "frontier" in out
+    assert "dead letters: 0" in out
+    missing = run_seine(
+        ["status", "--bootstrap", live_crawl.bootstrap, "--app-id", "no-such-crawl"],
+        env=crawl_env("no-such-crawl"),
+    )
+    assert missing.returncode == 1 and "is a crawl running" in missing.stderr
