@@ -34,6 +34,7 @@ from streams.kafka_tuning import set_fetch_max_wait
 from streams.multiworker import write_status
 from streams.producer import hook_into_commits
 from streams.quiet_monitor import QuietMonitor
+from streams.registry_table import RegistryTable
 from streams.settings import Settings
 from streams.stages import dedup, frontier, link_extract, parse, seeds, url_filter, url_seen
 from streams.stages.context import Outbox, StageContext
@@ -139,7 +140,18 @@ def create_app(settings: Settings) -> SeineApp:
     def table(name: str) -> Any:
         return app.Table(name, default=None, partitions=n, key_type=str)
 
-    seen_table = table("seen")
+    # url-seen's exact store: the URL registry layout (site id + URL hash keys,
+    # one WriteBatch and one changelog record per message), see registry_table.py.
+    seen_table = RegistryTable(
+        app,
+        name="seen",
+        default=None,
+        beacon=app.tables.beacon,
+        partitions=n,
+        key_type=bytes,
+        value_type=bytes,
+    )
+    app.tables.add(seen_table)
     scope_table = table("scope")
     hosts_table = table("hosts")
     queue_table = table("queue")
@@ -232,6 +244,7 @@ def create_app(settings: Settings) -> SeineApp:
     )
     seen_filters = url_seen.SeenFilters(settings.bloom_capacity, settings.bloom_error_rate)
     ctx.seen_filters = seen_filters
+    seen_table.store.on_partition_change.append(seen_filters.drop)
     agent(
         topology.URL_SEEN,
         "url-seen",
@@ -241,7 +254,7 @@ def create_app(settings: Settings) -> SeineApp:
             seen_table,
             scope_table,
             seen_filters,
-            lambda partition: url_seen.table_partition_keys(seen_table, partition),
+            seen_table.store.partition_keys,
             out,
         ),
     )

@@ -18,12 +18,14 @@ Why this shape
   one multi-get.
 
 Pure logic: no Kafka or Faust imports. The registry is local to one process; who
-owns which partition, and recovery, are the stage's concern.
+owns which partition, and recovery, are the caller's concern: in the crawl,
+url-seen's Faust store (:mod:`streams.registry_table`) keeps one registry per
+table partition over the database Faust opened for it (:meth:`UrlRegistry.over`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, cast
@@ -33,7 +35,7 @@ from rocksdict import Options, Rdict, ReadOptions, WriteBatch
 from streams.core.sites import registry_key, site_id, url_id
 from streams.core.urls import host_of, site_key
 
-__all__ = ["UrlRegistry"]
+__all__ = ["UrlRegistry", "key_of", "url_of"]
 
 #: Keys of one site tried after a collision before giving up (never reached in
 #: practice: a second probe needs two 64-bit collisions within one site).
@@ -41,7 +43,9 @@ MAX_PROBES = 64
 _SUFFIX_MASK = (1 << 64) - 1
 
 
-def _key_of(url: str) -> bytes:
+def key_of(url: str) -> bytes:
+    """The first-choice registry key of a URL (a collision moves it to a later key of
+    the same site). Raises ValueError for a URL without a host."""
     host = host_of(url)
     if not host:
         raise ValueError(f"not an absolute URL with a host: {url[:200]!r}")
@@ -58,7 +62,8 @@ def _value(url: str) -> bytes:
     return url_id(url).to_bytes(8, "big") + url.encode("utf-8")
 
 
-def _url_of(value: bytes) -> str:
+def url_of(value: bytes) -> str:
+    """The URL of a stored value (8-byte URL id, then the URL)."""
     return bytes(value[8:]).decode("utf-8")
 
 
@@ -78,6 +83,20 @@ class UrlRegistry:
         self._db = Rdict(str(self.path), options)
         self._closed = False
 
+    @classmethod
+    def over(cls, db: Rdict) -> UrlRegistry:
+        """A registry over a database someone else opened (in raw mode) and closes.
+
+        Faust's rocksdb store opens one database per table partition and owns its
+        lifetime (rebalances open and drop them); url-seen's store wraps each in a
+        registry. :meth:`close` on such a registry does not close the database.
+        """
+        registry = cls.__new__(cls)
+        registry.path = Path(".")
+        registry._db = db
+        registry._closed = True  # not ours to close
+        return registry
+
     def __enter__(self) -> UrlRegistry:
         return self
 
@@ -96,14 +115,36 @@ class UrlRegistry:
         URL. Raises ValueError (and writes nothing) if a URL has no host.
         """
         urls = list(urls)
-        keys = [_key_of(url) for url in urls]
+        return [key is not None for key in self.add_keyed(urls, [key_of(url) for url in urls])]
+
+    def add_keyed(
+        self,
+        urls: Sequence[str],
+        keys: Sequence[bytes],
+        maybe_present: Sequence[bool] | None = None,
+    ) -> list[bytes | None]:
+        """Add URLs whose first-choice keys (:func:`key_of`) the caller computed; for
+        each, the key it was stored under if it was new, else None.
+
+        ``maybe_present[i] = False`` is the caller's promise that ``keys[i]`` is in no
+        record yet (url-seen's Bloom filter holds every stored key, so its "definitely
+        not" is such a promise): that URL is written without a read. Every other URL
+        is looked up, all in one multi-get, and probed along its site's keys on a
+        collision. All new records go in one WriteBatch.
+        """
+        if maybe_present is None:
+            maybe_present = [True] * len(urls)
+        lookup = [key for key, maybe in zip(keys, maybe_present, strict=True) if maybe]
         # rocksdict's multi-get: a list of keys gives a list of values (None if absent).
-        found = cast("list[bytes | None]", self._db.get(cast("list[Any]", keys))) if keys else []
+        found = iter(
+            cast("list[bytes | None]", self._db.get(cast("list[Any]", lookup))) if lookup else []
+        )
         batch = WriteBatch(raw_mode=True)
         pending: dict[bytes, str] = {}
-        result: list[bool] = []
-        for url, key, stored in zip(urls, keys, found, strict=True):
-            new = False
+        result: list[bytes | None] = []
+        for url, key, maybe in zip(urls, keys, maybe_present, strict=True):
+            stored = next(found) if maybe else None
+            written: bytes | None = None
             for _ in range(MAX_PROBES):
                 in_batch = pending.get(key)
                 if in_batch is not None:
@@ -112,15 +153,15 @@ class UrlRegistry:
                 elif stored is None:
                     pending[key] = url
                     batch.put(key, _value(url))
-                    new = True
+                    written = key
                     break
-                elif _url_of(stored) == url:
+                elif url_of(stored) == url:
                     break
                 key = _next_probe(key)
                 stored = self._db.get(key)
             else:  # pragma: no cover - needs 64 colliding URLs in one site
                 raise RuntimeError(f"{MAX_PROBES} key collisions in one site at {url[:200]!r}")
-            result.append(new)
+            result.append(written)
         if pending:
             self._db.write(batch)
         return result
@@ -129,14 +170,14 @@ class UrlRegistry:
         if not isinstance(url, str):
             return False
         try:
-            key = _key_of(url)
+            key = key_of(url)
         except ValueError:
             return False
         for _ in range(MAX_PROBES):
             stored = self._db.get(key)
             if stored is None:
                 return False
-            if _url_of(stored) == url:
+            if url_of(stored) == url:
                 return True
             key = _next_probe(key)
         return False  # pragma: no cover - see add_many
@@ -161,7 +202,7 @@ class UrlRegistry:
         for key, value in self._db.items(from_key=prefix, read_opt=options):
             if not isinstance(key, bytes) or not key.startswith(prefix):
                 break  # the upper bound makes this a safety net
-            yield _url_of(value)
+            yield url_of(value)
 
     def close(self) -> None:
         """Flush and release the database (RocksDB locks it per process); idempotent."""

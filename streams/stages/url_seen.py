@@ -1,24 +1,26 @@
 """url-seen: pass a URL on the first time it is met, never again.
 
 Per partition, a Bloom filter answers "definitely new" from memory; a "maybe
-seen" is confirmed against the exact table (RocksDB + changelog), so a false
-positive costs one lookup and never loses a URL. A partition's filter is rebuilt
-from the exact table the first time this worker handles that partition (worker
-start, or a rebalance handing it over), before any of its URLs is judged.
+seen" is confirmed against the exact store, the URL registry in a Faust table
+(:mod:`streams.registry_table`: RocksDB keyed by site id + URL hash, one
+WriteBatch and one changelog record per message), so a false positive costs one
+lookup and never loses a URL. A partition's filter is rebuilt from the registry's
+keys the first time this worker handles that partition, and again after any
+rebalance that revoked or assigned it, before any of its URLs is judged.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator, MutableMapping
+from collections.abc import Callable, Iterable, MutableMapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from streams.core.bloom import BloomFilter
+from streams.core.registry import key_of
 from streams.core.urls import host_of, site_key
-from streams.stages.context import Outbox
+from streams.stages.context import Outbox, crawl_log_record
 
 log = logging.getLogger("seine.url-seen")
 
@@ -34,11 +36,16 @@ class SeenFilters:
     false_positives: int = 0
     confirmed_seen: int = 0
 
+    def drop(self, partition: int) -> None:
+        """Forget a partition's filter (revoked or newly assigned: another worker may
+        have registered URLs in it since this filter was built)."""
+        self.filters.pop(partition, None)
+
     def for_partition(
         self, partition: int, seen_keys: Callable[[], Iterable[str | bytes]]
     ) -> BloomFilter:
-        """The partition's filter, rebuilt from `seen_keys()` (that partition's URLs, as
-        str or UTF-8 bytes) the first time it is asked for."""
+        """The partition's filter, rebuilt from `seen_keys()` (that partition's registry
+        keys) the first time it is asked for."""
         bloom = self.filters.get(partition)
         if bloom is None:
             started = time.monotonic()
@@ -54,7 +61,7 @@ class SeenFilters:
             self.filters[partition] = bloom
             self.rebuild_seconds[partition] = round(time.monotonic() - started, 3)
             log.info(
-                "url-seen filter for partition %d rebuilt from %d URLs in %.2fs",
+                "url-seen filter for partition %d rebuilt from %d keys in %.2fs",
                 partition,
                 len(bloom),
                 self.rebuild_seconds[partition],
@@ -62,66 +69,69 @@ class SeenFilters:
         return bloom
 
 
-def table_partition_keys(table: Any, partition: int) -> Iterator[str | bytes]:
-    """The URLs of one partition of the `seen` table, read straight from its RocksDB.
+class SeenRegistry(Protocol):
+    """The exact store url-seen writes to: :class:`~streams.registry_table.RegistryTable`
+    in the crawl (partition = the current event's), a
+    :class:`~streams.core.registry.UrlRegistry` in unit tests."""
 
-    Faust's rocksdb store keeps one database per partition, with JSON-serialized
-    keys; a canonical URL is ASCII without quotes or backslashes (WHATWG
-    percent-encodes them), so its key is the URL in quotes and the bytes between
-    are hashed as they are — the Bloom filter hashes str as UTF-8, so the bits are
-    the same. Anything else (another store, an escaped key) takes the slow path.
-    """
-    store = getattr(table, "data", None)
-    db_for_partition = getattr(store, "_db_for_partition", None)
-    if db_for_partition is None:
-        yield from (k for k in table.keys() if isinstance(k, str))  # noqa: SIM118
-        return
-    for key in db_for_partition(partition).keys():  # noqa: SIM118
-        if isinstance(key, bytes) and key.startswith(b"__faust"):
-            continue  # Faust's own bookkeeping (the persisted changelog offset)
-        if isinstance(key, bytes) and key[:1] == b'"' and b"\\" not in key:
-            yield key[1:-1]
-        else:
-            yield json.loads(key)
+    def add_keyed(
+        self,
+        urls: Sequence[str],
+        keys: Sequence[bytes],
+        maybe_present: Sequence[bool] | None = None,
+    ) -> list[bytes | None]: ...
 
 
 def handle(
     partition: int,
     batch: dict[str, Any],
-    seen: MutableMapping[str, int],
+    seen: SeenRegistry,
     scope: MutableMapping[str, int],
     filters: SeenFilters,
-    seen_keys: Callable[[int], Iterable[str | bytes]],
+    seen_keys: Callable[[int], Iterable[bytes]],
     out: Outbox,
 ) -> int:
     """Forward the new URLs of one batch to the frontier; returns how many were new.
 
+    The Bloom filter holds the partition's *registry keys* (site id + hash of the
+    rest of the URL), not the URLs: a "definitely not" then also says the key's slot
+    is free, so a definitely-new URL is written with no read at all, and only the
+    "maybe seen" ones cost a lookup (one multi-get for the batch). All new URLs go
+    in one WriteBatch and one changelog record.
+
     A seed also marks its site in `scope` (read by url-filter for --same-host);
     both tables live in the partition of the host, so no lookup crosses workers.
+    A URL without a host (not from url-filter) is logged and skipped.
     """
     bloom = filters.for_partition(partition, lambda: seen_keys(partition))
-    candidates = batch["urls"]
-    urls = [candidate["url"] for candidate in candidates]
-    maybe = bloom.contains_many(urls)
-    new = 0
-    fresh: list[str] = []
-    for candidate, url, maybe_seen in zip(candidates, urls, maybe, strict=True):
-        if candidate.get("via") == "seed":
-            key = site_key(host_of(url))
-            if key not in scope:
-                scope[key] = 1
-        if maybe_seen:
-            if url in seen:
-                filters.confirmed_seen += 1
-                continue
-            if url not in fresh:  # a repeat within this batch is not a false positive
-                filters.false_positives += 1
-        if url in fresh:
+    candidates: list[dict[str, Any]] = []
+    urls: list[str] = []
+    keys: list[bytes] = []
+    for candidate in batch["urls"]:
+        url = candidate["url"]
+        try:
+            keys.append(key_of(url))
+        except ValueError as exc:
+            out.log(crawl_log_record(url[:4096], "url-seen", "filtered", reason=str(exc)))
             continue
-        seen[url] = 1
-        fresh.append(url)
+        candidates.append(candidate)
+        urls.append(url)
+    maybe = bloom.contains_many(keys)
+    written = seen.add_keyed(urls, keys, maybe)
+    new_keys: list[bytes] = []
+    for candidate, url, maybe_seen, key in zip(candidates, urls, maybe, written, strict=True):
+        if candidate.get("via") == "seed":
+            site = site_key(host_of(url))
+            if site not in scope:
+                scope[site] = 1
+        if key is None:
+            if maybe_seen:
+                filters.confirmed_seen += 1
+            continue  # seen before, or a repeat within this batch
+        if maybe_seen:
+            filters.false_positives += 1
+        new_keys.append(key)
         out.add_frontier(partition, "new_urls", candidate)
-        new += 1
-    if fresh:
-        bloom.add_many(fresh)
-    return new
+    if new_keys:
+        bloom.add_many(new_keys)
+    return len(new_keys)

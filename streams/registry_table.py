@@ -1,0 +1,251 @@
+"""url-seen's exact store: the URL registry layout inside a Faust table.
+
+Why a custom Faust store
+------------------------
+url-seen must answer "was this URL ever accepted?" exactly, for every URL the crawl
+meets, and keep the answer across crashes, restarts and rebalances. A plain Faust
+table keyed by the URL string did that at a cost per URL: a JSON key, a RocksDB put
+and a changelog message each. This module keeps what Faust does well — one RocksDB
+database per partition, assigned with the partition, recovered from a compacted
+changelog topic before the partition's stream resumes, standbys fed from it — and
+changes what is stored and what goes to the changelog:
+
+* **Layout = the URL registry** (:mod:`streams.core.registry`): key = 8-byte site id
+  + 8-byte hash of the rest of the URL, so a site's URLs are one contiguous, sorted
+  key range; value = 8-byte URL id + the URL, so membership stays exact through any
+  hash collision.
+* **One WriteBatch per handled message.** :meth:`RegistryTable.add_keyed` writes all
+  new URLs of a url-seen message in one RocksDB write, after one multi-get for the
+  URLs the Bloom filter could not rule out.
+* **One changelog record per handled message**, not per URL: key = the first new
+  URL of the message, value = the new URLs joined by ``\\n`` (a canonical URL has
+  no newline: WHATWG strips them), split so a record stays under
+  :data:`CHANGELOG_RECORD_MAX_BYTES`. The key is unique — a URL is new once — so
+  compaction never drops a record. Recovery and standbys go through
+  :meth:`RegistryStore.apply_changelog_batch`, which feeds each record's URLs
+  through the same registry insert (a replayed URL is found, not duplicated, and a
+  collision is probed exactly as the first time).
+
+Reading through the Faust table API still works and speaks URLs (as UTF-8 bytes):
+``url in table``, ``table.keys()`` (decoded from the values), ``table[url]`` (the
+8-byte URL id).
+Item assignment and deletion are refused: a write that bypassed the batched
+changelog record would be lost on recovery.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
+
+from faust.stores import rocksdb as faust_rocksdb
+from faust.streams import current_event
+from faust.types import TP, EventT
+
+from streams.core.registry import UrlRegistry, key_of, url_of
+from streams.core.sites import url_id
+from streams.tables import ProducedTable
+
+__all__ = ["CHANGELOG_RECORD_MAX_BYTES", "RegistryStore", "RegistryTable", "changelog_records"]
+
+log = logging.getLogger("seine.url-seen")
+
+#: Largest changelog record value: well under Kafka's default 1 MB message limit.
+CHANGELOG_RECORD_MAX_BYTES = 256 * 1024
+
+_OFFSET_KEY = faust_rocksdb.Store.offset_key
+
+
+def changelog_records(urls: Sequence[str]) -> Iterator[tuple[bytes, bytes]]:
+    """``(key, value)`` changelog records for newly registered URLs: the first URL of
+    each record as its key, the URLs joined by ``\\n`` as its value, each value at
+    most :data:`CHANGELOG_RECORD_MAX_BYTES` (a single longer URL gets a record alone)."""
+    chunk: list[bytes] = []
+    size = 0
+    for url in urls:
+        raw = url.encode("utf-8")
+        if chunk and size + 1 + len(raw) > CHANGELOG_RECORD_MAX_BYTES:
+            yield chunk[0], b"\n".join(chunk)
+            chunk, size = [], 0
+        size += len(raw) + (1 if chunk else 0)
+        chunk.append(raw)
+    if chunk:
+        yield chunk[0], b"\n".join(chunk)
+
+
+class RegistryStore(faust_rocksdb.Store):
+    """Faust's rocksdb store with the URL registry layout in each partition database.
+
+    ``on_partition_change`` callbacks are told of every partition revoked or newly
+    assigned, so url-seen drops that partition's Bloom filter: a filter built
+    while this worker owned the partition misses what another owner added since.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.on_partition_change: list[Callable[[int], None]] = []
+
+    def registry(self, partition: int) -> UrlRegistry:
+        """The registry over this partition's database (opened on first use)."""
+        return UrlRegistry.over(self._db_for_partition(partition))
+
+    def add_keyed(
+        self,
+        partition: int,
+        urls: Sequence[str],
+        keys: Sequence[bytes],
+        maybe_present: Sequence[bool] | None = None,
+    ) -> list[bytes | None]:
+        """:meth:`UrlRegistry.add_keyed` on the partition's database (one WriteBatch)."""
+        return self.registry(partition).add_keyed(urls, keys, maybe_present)
+
+    def partition_keys(self, partition: int) -> Iterator[bytes]:
+        """Every registry key of one partition, in order: what url-seen's Bloom filter
+        is rebuilt from (keys only: RocksDB hands no values to Python)."""
+        for key in self._db_for_partition(partition).keys():  # noqa: SIM118
+            if key != _OFFSET_KEY:
+                yield key
+
+    def partition_urls(self, partition: int) -> Iterator[str]:
+        """Every URL of one partition, grouped by site."""
+        for key, value in self._db_for_partition(partition).items():
+            if key != _OFFSET_KEY:
+                yield url_of(value)
+
+    def apply_changelog_batch(
+        self,
+        batch: Iterable[EventT],
+        to_key: Callable[[Any], Any],
+        to_value: Callable[[Any], Any],
+    ) -> None:
+        """Recovery and standbys: register each record's URLs, one WriteBatch per
+        partition for the whole batch, then remember the offsets as Faust does."""
+        urls: defaultdict[int, list[str]] = defaultdict(list)
+        offsets: dict[TP, int] = {}
+        for event in batch:
+            message = event.message
+            offsets[message.tp] = max(message.offset, offsets.get(message.tp, -1))
+            if message.value is None:
+                continue  # never written by url-seen (URLs are not forgotten)
+            urls[message.partition] += bytes(message.value).decode("utf-8").split("\n")
+        for partition, items in urls.items():
+            registry = self.registry(partition)
+            keys: list[bytes] = []
+            good: list[str] = []
+            for url in items:
+                try:
+                    keys.append(key_of(url))
+                except ValueError:
+                    log.warning("seen changelog: skipped a record entry %r (no host)", url[:200])
+                    continue
+                good.append(url)
+            registry.add_keyed(good, keys)
+        for tp, offset in offsets.items():
+            self.set_persisted_offset(tp, offset)
+
+    async def on_rebalance(
+        self,
+        assigned: set[TP],
+        revoked: set[TP],
+        newly_assigned: set[TP],
+        generation_id: int = 0,
+    ) -> None:
+        await super().on_rebalance(assigned, revoked, newly_assigned, generation_id)
+        topics = self.table.changelog_topic.topics
+        for tp in revoked | newly_assigned:
+            if tp.topic in topics:
+                for callback in self.on_partition_change:
+                    callback(tp.partition)
+
+    # -- the Faust key/value view: URL -> 8-byte URL id --------------------------
+
+    def _partitions_to_read(self) -> Iterable[int]:
+        event = current_event()
+        if event is not None:
+            return (event.message.partition,)
+        return tuple(self._dbs)
+
+    def _get(self, key: bytes) -> bytes | None:
+        url = bytes(key).decode("utf-8", "replace")
+        if self._contains(key):
+            return url_id(url).to_bytes(8, "big")  # what the record stores: a pure hash
+        return None
+
+    def _contains(self, key: bytes) -> bool:
+        url = bytes(key).decode("utf-8", "replace")
+        return any(url in self.registry(p) for p in self._partitions_to_read())
+
+    def _set(self, key: bytes, value: bytes | None) -> None:
+        raise TypeError("the seen registry is written with RegistryTable.add_keyed")
+
+    def _del(self, key: bytes) -> None:
+        raise TypeError("URLs are never removed from the seen registry")
+
+    def _visible_keys(self, db: Any) -> Iterator[bytes]:
+        for key, _value in self._visible_items(db):
+            yield key
+
+    def _visible_items(self, db: Any) -> Iterator[tuple[bytes, bytes]]:
+        for key, value in db.items():
+            if key != _OFFSET_KEY:
+                yield bytes(value[8:]), bytes(value[:8])
+
+
+class RegistryTable(ProducedTable):
+    """The `seen` table: a Faust table whose store is :class:`RegistryStore`.
+
+    Declare with ``key_type=bytes, value_type=bytes``: raw serializers, since the
+    changelog records are raw bytes (and the Faust view's keys are URLs as bytes).
+    """
+
+    def _new_store_by_url(self, url: Any) -> RegistryStore:
+        return RegistryStore(
+            url,
+            self.app,
+            self,
+            table_name=self.name,
+            key_type=self.key_type,
+            key_serializer=self.key_serializer,
+            value_serializer=self.value_serializer,
+            value_type=self.value_type,
+            loop=self.loop,
+            options=self.options,
+        )
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        # Refused before Faust's on_key_set sends a changelog record the store
+        # could not apply.
+        raise TypeError("the seen registry is written with RegistryTable.add_keyed")
+
+    def __delitem__(self, key: Any) -> None:
+        raise TypeError("URLs are never removed from the seen registry")
+
+    @property
+    def store(self) -> RegistryStore:
+        data = self.data
+        assert isinstance(data, RegistryStore)
+        return data
+
+    def add_keyed(
+        self,
+        urls: Sequence[str],
+        keys: Sequence[bytes],
+        maybe_present: Sequence[bool] | None = None,
+    ) -> list[bytes | None]:
+        """Register URLs in the current event's partition; for each, the key it was
+        stored under if new, else None (see :meth:`UrlRegistry.add_keyed`).
+
+        One WriteBatch, then one changelog record (per 256 KB) for all new URLs, to
+        the changelog partition of the event being handled, as Faust would.
+        """
+        event = current_event()
+        if event is None:
+            raise RuntimeError("the seen registry is written only while handling an event")
+        partition = event.message.partition
+        written = self.store.add_keyed(partition, urls, keys, maybe_present)
+        new = [url for url, key in zip(urls, written, strict=True) if key is not None]
+        for key, value in changelog_records(new):
+            self.send_changelog(partition, key, value, "raw", "raw")
+        return written

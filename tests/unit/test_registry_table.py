@@ -1,0 +1,268 @@
+"""url-seen's Faust store: the registry layout in real RocksDB partition databases.
+
+A real (unstarted) Faust app and table over tmp_path: Faust opens the partition
+databases itself, so these tests see exactly the files a worker writes. Changelog
+records are captured from the producer hook the crawl uses (ProducedTable's
+`seine_producer`) and fed back through `apply_changelog_batch`, as recovery does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import faust
+import faust.streams as faust_streams
+import pytest
+from faust.types import TP
+
+import streams.core.registry as registry_module
+from streams.core.registry import key_of
+from streams.core.sites import site_id, url_id
+from streams.core.urls import site_key
+from streams.registry_table import (
+    CHANGELOG_RECORD_MAX_BYTES,
+    RegistryStore,
+    RegistryTable,
+    changelog_records,
+)
+
+
+class CapturingProducer:
+    """Stands in for the crawl's confluent-kafka producer: records changelog sends."""
+
+    def __init__(self) -> None:
+        self.records: list[tuple[str, bytes, bytes | None, int]] = []
+
+    def produce_changelog(
+        self, topic: str, key: bytes, value: bytes | None, partition: int, callback: Any
+    ) -> None:
+        self.records.append((topic, key, value, partition))
+
+
+def make_table(directory: Path) -> tuple[RegistryTable, CapturingProducer]:
+    app = faust.App("registry-test", store="rocksdb://", datadir=str(directory))
+    producer = CapturingProducer()
+    app.seine_producer = producer  # type: ignore[attr-defined]
+    table = RegistryTable(
+        app, name="seen", default=None, partitions=4, key_type=bytes, value_type=bytes
+    )
+    app.tables.add(table)
+    return table, producer
+
+
+@pytest.fixture
+def table(tmp_path: Path) -> Iterator[RegistryTable]:
+    seen, _ = make_table(tmp_path / "a")
+    yield seen
+
+
+class Event:
+    """The part of a Faust event the store reads (weak-referenceable, as Faust needs)."""
+
+    def __init__(self, partition: int) -> None:
+        self.message = SimpleNamespace(partition=partition)
+
+
+class Handling:
+    """Makes `partition` the current event's partition, as the agent loop does."""
+
+    def __init__(self, partition: int) -> None:
+        self.event = Event(partition)
+
+    def __enter__(self) -> None:
+        self.token = faust_streams._current_event.set(weakref.ref(self.event))  # type: ignore[arg-type]
+
+    def __exit__(self, *exc: object) -> None:
+        faust_streams._current_event.reset(self.token)
+
+
+def add(table: RegistryTable, partition: int, urls: list[str]) -> list[bytes | None]:
+    with Handling(partition):
+        return table.add_keyed(urls, [key_of(u) for u in urls])
+
+
+def changelog_event(partition: int, offset: int, key: bytes, value: bytes | None) -> Any:
+    return SimpleNamespace(
+        message=SimpleNamespace(
+            tp=TP("registry-test-seen-changelog", partition),
+            partition=partition,
+            offset=offset,
+            key=key,
+            value=value,
+        )
+    )
+
+
+SITES = ["a.test", "www.b.test", "c.test", "d.test"]
+URLS = [f"http://{SITES[i % 4]}/p/{i}?q={i * 7}" for i in range(400)]  # interleaved
+
+
+def test_a_sites_keys_are_contiguous_and_sorted_in_the_partition_database(
+    table: RegistryTable,
+) -> None:
+    assert add(table, 2, URLS) == [key_of(u) for u in URLS]  # all new, first-choice keys
+    db = table.store._db_for_partition(2)
+    keys = [k for k in db.keys() if k != RegistryStore.offset_key]  # noqa: SIM118
+    assert keys == sorted(keys) and len(keys) == len(URLS)
+    site_of_key = [int.from_bytes(k[:8], "big") for k in keys]
+    runs = [s for i, s in enumerate(site_of_key) if i == 0 or s != site_of_key[i - 1]]
+    assert len(runs) == len(set(runs)) == len(SITES)  # one run of keys per site
+    assert set(runs) == {site_id(site_key(s)) for s in SITES}
+    for key, value in db.items():
+        url = value[8:].decode()
+        assert key == key_of(url) and value[:8] == url_id(url).to_bytes(8, "big")
+    # the Bloom filter's rebuild reads the keys, the URLs come grouped by site
+    assert list(table.store.partition_keys(2)) == keys
+    urls = list(table.store.partition_urls(2))
+    assert sorted(urls) == sorted(URLS)
+    assert [u.split("/")[2] for u in urls] == sorted(
+        (u.split("/")[2] for u in URLS), key=lambda h: site_id(site_key(h))
+    )
+
+
+def test_one_write_batch_and_one_changelog_record_per_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table, producer = make_table(tmp_path)
+    db = table.store._db_for_partition(1)
+    writes: list[int] = []
+    puts: list[bytes] = []
+
+    class Spy:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(db, name)
+
+        def write(self, batch: Any) -> None:
+            writes.append(len(batch))
+            db.write(batch)
+
+        def put(self, key: bytes, value: bytes) -> None:
+            puts.append(key)
+            db.put(key, value)
+
+    monkeypatch.setitem(table.store._dbs, 1, Spy())
+    first = [f"http://a.test/{i}" for i in range(300)]
+    result = add(table, 1, first + first[:5])
+    assert result == [key_of(u) for u in first] + [None] * 5  # a repeat is new once
+    assert writes == [300] and puts == []  # one batch of the 300 new URLs, no single puts
+    assert [(t, k, p) for t, k, _, p in producer.records] == [
+        ("registry-test-seen-changelog", first[0].encode(), 1)
+    ]
+    assert producer.records[0][2] == "\n".join(first).encode()
+    # nothing new: no write, no changelog record
+    assert add(table, 1, first[::-1]) == [None] * 300
+    assert writes == [300] and len(producer.records) == 1
+    # a partly new batch: only the new URLs, in one batch and one record
+    assert [k is not None for k in add(table, 1, [first[0], "http://a.test/new"])] == [
+        False,
+        True,
+    ]
+    assert writes == [300, 1]
+    assert producer.records[-1][1:] == (b"http://a.test/new", b"http://a.test/new", 1)
+
+
+def test_writing_outside_an_event_is_refused(table: RegistryTable) -> None:
+    with pytest.raises(RuntimeError):
+        table.add_keyed(["http://a.test/"], [key_of("http://a.test/")])
+    with Handling(0), pytest.raises(TypeError):
+        table[b"http://a.test/"] = b"1"
+    with Handling(0), pytest.raises(TypeError):
+        del table[b"http://a.test/"]
+
+
+def test_colliding_keys_stay_exact(table: RegistryTable, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every site gets one id, so every site's "/" shares a key: probing keeps them apart,
+    also when the caller promised (Bloom "definitely not") that the first key was free."""
+    monkeypatch.setattr(registry_module, "site_id", lambda key: 7)
+    urls = ["http://a.test/", "http://b.test/", "http://c.test/"]
+    keys = [key_of(u) for u in urls]
+    assert len(set(keys)) == 1
+    with Handling(0):
+        written = table.add_keyed(urls, keys, [False, False, False])
+    assert len({k for k in written if k is not None}) == 3  # three slots of one site
+    with Handling(0):
+        assert table.add_keyed([*urls, "http://d.test/"], [*keys, keys[0]]) == [
+            None,
+            None,
+            None,
+            written[2][:8] + (int.from_bytes(written[2][8:], "big") + 1).to_bytes(8, "big"),  # type: ignore[index]
+        ]
+    assert sorted(table.store.partition_urls(0)) == [*urls, "http://d.test/"]
+
+
+def test_changelog_records_rebuild_the_same_registry(tmp_path: Path) -> None:
+    """Recovery: records produced by one worker, applied by another's store (twice, as
+    a replay from the start of the changelog would), give the same databases."""
+    source, producer = make_table(tmp_path / "source")
+    for start in range(0, len(URLS), 50):
+        add(source, 0 if start < 200 else 3, URLS[start : start + 50])
+    add(source, 0, URLS[:10])  # all seen: no record
+    assert len(producer.records) == 8
+    events = [
+        changelog_event(p, offset, k, v) for offset, (_, k, v, p) in enumerate(producer.records)
+    ]
+    target, _ = make_table(tmp_path / "target")
+    for _ in range(2):
+        target.store.apply_changelog_batch(events, lambda k: k, lambda v: v)
+    for partition in (0, 3):
+        assert list(target.store._db_for_partition(partition).items()) == [
+            (k, v)
+            for k, v in source.store._db_for_partition(partition).items()
+            if k != RegistryStore.offset_key
+        ] + [(RegistryStore.offset_key, str(7 if partition == 3 else 3).encode())]
+    tp = TP("registry-test-seen-changelog", 3)
+    assert target.store.persisted_offset(tp) == 7
+    # a tombstone (never produced by url-seen) removes nothing; a hostless entry
+    # (never produced either) is skipped without losing its record's other URLs
+    target.store.apply_changelog_batch(
+        [
+            changelog_event(3, 8, URLS[200].encode(), None),
+            changelog_event(3, 9, b"junk", b"junk\nhttp://e.test/x"),
+        ],
+        lambda k: k,
+        lambda v: v,
+    )
+    assert URLS[200] in set(target.store.partition_urls(3))
+    assert "http://e.test/x" in set(target.store.partition_urls(3))
+
+
+def test_changelog_records_are_chunked_under_the_limit() -> None:
+    urls = [f"http://a.test/{i:04d}/" + "x" * 1000 for i in range(600)]  # ~610 KB
+    records = list(changelog_records(urls))
+    assert len(records) == 3
+    assert all(len(v) <= CHANGELOG_RECORD_MAX_BYTES for _, v in records)
+    assert [u for _, v in records for u in v.decode().split("\n")] == urls
+    assert [k for k, _ in records] == [v.split(b"\n")[0] for _, v in records]
+    lone = "http://a.test/" + "y" * (CHANGELOG_RECORD_MAX_BYTES + 10)
+    assert list(changelog_records([lone])) == [(lone.encode(), lone.encode())]
+    assert list(changelog_records([])) == []
+
+
+def test_the_faust_view_speaks_urls(table: RegistryTable) -> None:
+    add(table, 1, URLS[:3])
+    with Handling(1):
+        assert URLS[0].encode() in table
+        assert b"http://a.test/never" not in table
+        assert b"not a url" not in table
+        assert table.store[URLS[1].encode()] == url_id(URLS[1]).to_bytes(8, "big")
+    with Handling(2):
+        assert URLS[0].encode() not in table  # another partition's URL
+
+
+def test_a_rebalance_tells_url_seen_which_filters_to_drop(table: RegistryTable) -> None:
+    dropped: list[int] = []
+    table.store.on_partition_change.append(dropped.append)
+    changelog = table.changelog_topic.get_topic_name()
+    asyncio.run(
+        table.store.on_rebalance(
+            assigned={TP(changelog, 0)},
+            revoked={TP(changelog, 2), TP("another-topic", 3)},
+            newly_assigned={TP(changelog, 0)},
+        )
+    )
+    assert sorted(dropped) == [0, 2]
