@@ -42,6 +42,7 @@ __all__ = [
     "site_id",
     "split_host",
     "url_id",
+    "url_id_long",
 ]
 
 _MASK63 = (1 << 63) - 1
@@ -60,6 +61,13 @@ def site_id(key: str) -> int:
 def url_id(url: str) -> int:
     """The 64-bit id of a canonical URL (unsigned murmur3, x64 128-bit, first half)."""
     return mmh3.hash64(url.encode("utf-8"), 0, signed=False)[0]
+
+
+def url_id_long(url: str) -> int:
+    """:func:`url_id` as a signed 64-bit integer with the same bits, for Avro ``long``
+    fields (fetch requests, crawl-log records), which have no unsigned type."""
+    uid = url_id(url)
+    return uid - (1 << 64) if uid >= 1 << 63 else uid
 
 
 def split_host(url: str) -> tuple[str, str, str] | None:

@@ -155,6 +155,7 @@ def crawl_log_record(
     nbytes: int = 0,
     elapsed_ms: float = 0.0,
     depth: int = 0,
+    url_id: int = 0,
 ) -> dict[str, Any]:
     return {
         "url": url,
@@ -167,6 +168,7 @@ def crawl_log_record(
         "elapsed_ms": elapsed_ms,
         "depth": depth,
         "at": time.time(),
+        "url_id": url_id,
     }
 
 

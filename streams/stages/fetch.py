@@ -80,6 +80,7 @@ class FetchStage:
                 nbytes=len(result.body),
                 elapsed_ms=result.elapsed_ms,
                 depth=request["depth"],
+                url_id=request.get("url_id", 0),
             )
         )
         if kind != "page":

@@ -13,6 +13,7 @@ from typing import Any
 
 import topology
 from streams.core.frontier import Decision, Dispatch, Frontier, HostState
+from streams.core.sites import url_id_long
 from streams.stages.context import Outbox, crawl_log_record
 
 
@@ -56,15 +57,20 @@ def handle(
                 host=decision.host,
                 reason=decision.reason,
                 depth=decision.depth,
+                url_id=url_id_long(decision.url),
             )
         )
 
 
 def _request(dispatch: Dispatch) -> dict[str, Any]:
+    """A fetch request, carrying the URL's id: a pure hash of the canonical URL, so
+    the frontier needs no registry lookup, and the fetch stage's crawl-log record
+    can name the URL by the same id url-seen's registry stores."""
     return {
         "url": dispatch.url,
         "host": dispatch.host,
         "kind": dispatch.kind,
         "depth": dispatch.depth,
         "dispatched_at": dispatch.dispatched_at,
+        "url_id": url_id_long(dispatch.url) if dispatch.kind == "page" else 0,
     }

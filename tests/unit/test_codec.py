@@ -76,6 +76,7 @@ EXAMPLES: dict[str, list[dict[str, Any]]] = {
                     "kind": "page",
                     "depth": 4,
                     "dispatched_at": 10.0,
+                    "url_id": -(2**63),
                 }
             ]
         }
@@ -123,6 +124,7 @@ EXAMPLES: dict[str, list[dict[str, Any]]] = {
             "elapsed_ms": 1.25,
             "depth": 1,
             "at": 1_700_000_000.0,
+            "url_id": 2**63 - 1,
         }
     ],
     "dead_letter": [

@@ -27,6 +27,7 @@ EXAMPLES = {
         "elapsed_ms": 1.5,
         "depth": 0,
         "at": 1.0,
+        "url_id": -5,
     },
 }
 
