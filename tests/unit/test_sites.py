@@ -345,6 +345,26 @@ def test_url_filter_logs_rejections_and_maps_nothing_for_them() -> None:
     assert sites == {}
 
 
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("http://example.com/" + "x" * 2030, "trap guard: too-long"),  # 2,049 characters
+        ("http://example.com/cal/2024/2024/2024/", "trap guard: repeated-segment"),
+        ("http://example.com/" + "/".join(f"d{i}" for i in range(21)), "trap guard: too-deep"),
+    ],
+)
+def test_each_trap_guard_ends_in_the_crawl_log_with_its_reason(url: str, reason: str) -> None:
+    sites: dict[str, Any] = {}
+    out = FakeOutbox()
+    url_filter.handle(
+        0, candidates([url, "http://example.com/ok"]), FilterConfig(), set(), sites, out
+    )  # type: ignore[arg-type]
+    assert out.urls == ["http://example.com/ok"]  # the batch's other URL carries on
+    assert [(r["url"], r["stage"], r["outcome"], r["reason"]) for r in out.logs] == [
+        (url, "url-filter", "filtered", reason)
+    ]
+
+
 def test_seeds_pass_same_host_and_define_the_form_but_not_the_trap_guard() -> None:
     sites: dict[str, Any] = {}
     out = FakeOutbox()
