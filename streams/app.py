@@ -156,8 +156,17 @@ def create_app(settings: Settings) -> SeineApp:
     hosts_table = table("hosts")
     queue_table = table("queue")
     fingerprint_table = table("fingerprints")
+    band_table = table("simhash-bands")
     sites_table = table("sites")
-    tables = [seen_table, scope_table, hosts_table, queue_table, fingerprint_table, sites_table]
+    tables = [
+        seen_table,
+        scope_table,
+        hosts_table,
+        queue_table,
+        fingerprint_table,
+        band_table,
+        sites_table,
+    ]
 
     policy = Politeness(
         delay=settings.delay,
@@ -270,7 +279,7 @@ def create_app(settings: Settings) -> SeineApp:
     agent(
         topology.CONTENT_DEDUP,
         "content-dedup",
-        lambda p, batch, out: dedup.handle(ctx, batch, fingerprint_table, out),
+        lambda p, batch, out: dedup.handle(ctx, batch, fingerprint_table, out, band_table),
     )
     agent(
         topology.LINK_EXTRACT,

@@ -351,6 +351,7 @@ def run_crawl(settings: Settings, seeds: list[str], until_idle: bool) -> int:
             f"seine: {c.pages_stored} pages stored, {fetched} fetched in {elapsed:.1f}s "
             f"({fetched / max(elapsed, 1e-6):.0f} pages/s), "
             f"{c.outcomes.get('duplicate', 0)} duplicates, "
+            f"{c.outcomes.get('near-duplicate', 0)} near-duplicates, "
             f"{c.outcomes.get('robots-disallowed', 0)} disallowed by robots, "
             f"{sum(c.outcomes.get(k, 0) for k in ERROR_OUTCOMES)} errors, "
             f"{c.dead_letters} dead letters; data in {effective.data_dir}",

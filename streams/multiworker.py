@@ -198,6 +198,7 @@ def run_workers(settings: Settings, seeds: list[str], workers: int, until_idle: 
         f"seine: {sum(s['pages_stored'] for s in final)} pages stored, {fetched} fetched in "
         f"{elapsed:.1f}s ({fetched / max(elapsed, 1e-6):.0f} pages/s) by {workers} workers, "
         f"{outcomes.get('duplicate', 0)} duplicates, "
+        f"{outcomes.get('near-duplicate', 0)} near-duplicates, "
         f"{outcomes.get('robots-disallowed', 0)} disallowed by robots, "
         f"{errors} errors, "
         f"{sum(s['dead_letters'] for s in final)} dead letters; data in {settings.data_dir}",

@@ -72,6 +72,12 @@ class Settings:
     #: asyncio event loop: "uvloop" (faster sockets and timers) or "asyncio".
     event_loop: str = "uvloop"
     segment_max_bytes: int = 1 << 30
+    #: Near-duplicates: pages whose 64-bit simhashes differ in at most this many bits
+    #: (negative: exact dedup only). content-dedup then visits distance + 1 band
+    #: partitions per first copy (4 x 16-bit bands for 3).
+    near_dup_distance: int = 3
+    #: Extract the links of near-duplicate pages too (they are stored either way).
+    near_dup_extract_links: bool = False
     #: This worker's id in its WARC segment names (with a random part, so names never
     #: collide across workers); empty means host name and process id.
     worker_id: str = ""

@@ -56,7 +56,8 @@ CONTENT_DEDUP = TopicSpec(
     "content-dedup",
     "fingerprint",
     "parsed_batch",
-    doc="Parsed pages keyed by content fingerprint, so duplicates meet across hosts.",
+    doc="Parsed pages keyed by content fingerprint (a simhash band, or the exact "
+    "fingerprint of a page without words), so duplicates meet across hosts.",
 )
 LINK_EXTRACT = TopicSpec(
     "link-extract",
@@ -138,9 +139,11 @@ STAGES: tuple[StageSpec, ...] = (
     StageSpec(
         "content-dedup",
         CONTENT_DEDUP,
-        (LINK_EXTRACT, CRAWL_LOG),
-        ("fingerprints",),
-        doc="The first page with a fingerprint goes on; later ones are duplicates.",
+        (LINK_EXTRACT, CONTENT_DEDUP, CRAWL_LOG),
+        ("fingerprints", "simhash-bands"),
+        doc="The first page with a fingerprint goes on; later ones are duplicates; a "
+        "first copy then visits its simhash bands' partitions, one hop each, to find "
+        "near-duplicates.",
     ),
     StageSpec(
         "link-extract",

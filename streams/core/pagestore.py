@@ -147,6 +147,7 @@ class Capture:
     length: int
     truncated: bool
     revisit_of: str | None
+    near_duplicate_of: str | None = None
 
 
 class _Entry(NamedTuple):
@@ -163,6 +164,7 @@ class _Entry(NamedTuple):
     truncated: bool
     revisit_of: str | None
     orig_micros: int
+    near_duplicate_of: str | None = None
 
 
 # --------------------------------------------------------------------------- index codec
@@ -172,6 +174,7 @@ _VAL_HEAD = struct.Struct("<BBHQQQ")
 _VAL_VERSION = 1
 _FLAG_TRUNCATED = 1
 _FLAG_REVISIT = 2
+_FLAG_NEAR_DUP = 4  # a response whose page near-duplicates the URL in the last string
 _STR_LEN = struct.Struct("<H")
 _MICROS = struct.Struct(">Q")
 
@@ -195,10 +198,13 @@ def _encode_value(
     truncated: bool,
     revisit_of: str | None,
     orig_micros: int,
+    near_duplicate_of: str | None = None,
 ) -> bytes:
     flags = (_FLAG_TRUNCATED if truncated else 0) | (_FLAG_REVISIT if revisit_of is not None else 0)
+    if near_duplicate_of is not None and revisit_of is None:
+        flags |= _FLAG_NEAR_DUP
     parts = [_VAL_HEAD.pack(_VAL_VERSION, flags, status, offset, length, orig_micros)]
-    for s in (segment, digest, mime, revisit_of or ""):
+    for s in (segment, digest, mime, revisit_of or near_duplicate_of or ""):
         b = s.encode("utf-8", "surrogateescape")[:0xFFFF]
         parts.append(_STR_LEN.pack(len(b)))
         parts.append(b)
@@ -216,7 +222,7 @@ def _decode(key: bytes, value: bytes) -> _Entry:
         pos += _STR_LEN.size
         strs.append(value[pos : pos + n].decode("utf-8", "surrogateescape"))
         pos += n
-    segment, digest, mime, revisit_of = strs
+    segment, digest, mime, other_url = strs
     return _Entry(
         url=key[:-9].decode("utf-8", "surrogateescape"),
         micros=_MICROS.unpack_from(key, len(key) - 8)[0],
@@ -227,8 +233,9 @@ def _decode(key: bytes, value: bytes) -> _Entry:
         digest=digest,
         mime=mime,
         truncated=bool(flags & _FLAG_TRUNCATED),
-        revisit_of=revisit_of if flags & _FLAG_REVISIT else None,
+        revisit_of=other_url if flags & _FLAG_REVISIT else None,
         orig_micros=orig_micros,
+        near_duplicate_of=other_url if flags & _FLAG_NEAR_DUP else None,
     )
 
 
@@ -558,6 +565,9 @@ class _Pending(NamedTuple):
     truncated: bool
     revisit_of: str | None
     orig_micros: int
+    near_of: str | None = None  # a response: the URL whose page this near-duplicates
+    near_distance: int = 0
+    simhash: int | None = None
 
 
 # --------------------------------------------------------------------------- record reads
@@ -734,8 +744,16 @@ class PageStore:
         fetched_at: float | None = None,
         ip: str | None = None,
         truncated: bool = False,
+        near_duplicate_of: str | None = None,
+        near_distance: int = 0,
+        simhash: int | None = None,
     ) -> Capture:
-        """Store one response; a batch of one (see ``put_many``)."""
+        """Store one response; a batch of one (see ``put_many``).
+
+        ``near_duplicate_of`` marks the page as a near-duplicate of that URL's page: it
+        is stored whole (its bytes differ), followed by a ``metadata`` record that
+        refers to it and names the original, the simhash distance and the simhash.
+        """
         return self._write_batch(
             [
                 self._prepare_response(
@@ -746,6 +764,9 @@ class PageStore:
                     fetched_at=fetched_at,
                     ip=ip,
                     truncated=truncated,
+                    near_duplicate_of=near_duplicate_of,
+                    near_distance=near_distance,
+                    simhash=simhash,
                 )
             ]
         )[0]
@@ -931,9 +952,14 @@ class PageStore:
         fetched_at: float | None = None,
         ip: str | None = None,
         truncated: bool = False,
+        near_duplicate_of: str | None = None,
+        near_distance: int = 0,
+        simhash: int | None = None,
     ) -> _Pending:
         self._check_writable()
         url_b = _url_bytes(url)
+        if near_duplicate_of is not None:
+            _url_bytes(near_duplicate_of)
         _check_status(status)
         if not isinstance(body, bytes | bytearray | memoryview):
             raise TypeError("body must be bytes")
@@ -950,6 +976,9 @@ class PageStore:
             truncated=bool(truncated),
             revisit_of=None,
             orig_micros=0,
+            near_of=near_duplicate_of,
+            near_distance=int(near_distance),
+            simhash=None if simhash is None else int(simhash) & ((1 << 64) - 1),
         )
 
     def _prepare_revisit(
@@ -1011,6 +1040,7 @@ class PageStore:
                     truncated=p.truncated,
                     revisit_of=p.revisit_of,
                     orig_micros=p.orig_micros,
+                    near_duplicate_of=p.near_of,
                 ),
             )
             captures.append(
@@ -1027,6 +1057,7 @@ class PageStore:
                     length=length,
                     truncated=p.truncated,
                     revisit_of=p.revisit_of,
+                    near_duplicate_of=p.near_of,
                 )
             )
         if self._out is not None:
@@ -1038,9 +1069,10 @@ class PageStore:
     def _write_record(self, p: _Pending) -> tuple[str, int, int]:
         writer, out, segment = self._current_segment()
         http = StatusAndHeaders(_status_line(p.status), list(p.headers), protocol="HTTP/1.1")
+        record_id = f"<urn:uuid:{uuid.uuid4()}>"
         rec_headers: list[tuple[str, str]] = [
             ("WARC-Type", "response" if p.revisit_of is None else "revisit"),
-            ("WARC-Record-ID", f"<urn:uuid:{uuid.uuid4()}>"),
+            ("WARC-Record-ID", record_id),
             ("WARC-Date", _warc_date(p.micros)),
             ("WARC-Target-URI", p.url),
         ]
@@ -1080,6 +1112,9 @@ class PageStore:
         offset = out.tell()
         writer.write_record(record)
         end = out.tell()
+        if p.near_of is not None:
+            # In the same segment, right after the response it describes.
+            writer.write_record(_near_dup_metadata(writer, p, record_id))
         if end >= self.segment_max_bytes:
             self._close_segment()
         return segment, offset, end - offset
@@ -1191,6 +1226,7 @@ class PageStore:
             length=e.length,
             truncated=e.truncated,
             revisit_of=e.revisit_of,
+            near_duplicate_of=e.near_duplicate_of,
         )
 
     def _original_body(self, e: _Entry) -> bytes:
@@ -1234,6 +1270,40 @@ class PageStore:
         f.writelines(lines)
         f.seek(0)
         return f
+
+
+def _near_dup_metadata(writer: WARCWriter, p: _Pending, refers_to: str) -> Any:
+    """The ``metadata`` record that marks a response as a near-duplicate.
+
+    Why a metadata record: a near-duplicate's bytes differ from the original's (a date,
+    a counter), so a ``revisit`` (identical payload) would lie and lose them.  The
+    response is kept whole and this record, ``WARC-Refers-To`` it, says which page it
+    near-duplicates, as ``application/warc-fields`` (the format Heritrix uses for its
+    metadata records), so any WARC reader sees the relation without Seine's index.
+    """
+    assert p.near_of is not None
+    fields = [
+        ("near-duplicate-of", p.near_of),
+        ("simhash-distance", str(p.near_distance)),
+    ]
+    if p.simhash is not None:
+        fields.append(("simhash", f"{p.simhash:016x}"))
+    block = "".join(f"{n}: {_clean_header(v)}\r\n" for n, v in fields).encode("ascii")
+    headers = [
+        ("WARC-Type", "metadata"),
+        ("WARC-Record-ID", f"<urn:uuid:{uuid.uuid4()}>"),
+        ("WARC-Date", _warc_date(p.micros)),
+        ("WARC-Target-URI", p.url),
+        ("WARC-Refers-To", refers_to),
+    ]
+    return writer.create_warc_record(
+        p.url,
+        "metadata",
+        payload=io.BytesIO(block),
+        length=len(block),
+        warc_content_type="application/warc-fields",
+        warc_headers=StatusAndHeaders("", headers, protocol="WARC/1.1"),
+    )
 
 
 def _writer_tag(writer_id: str | None) -> str:

@@ -16,6 +16,8 @@ import mmh3
 from bs4.dammit import UnicodeDammit
 from selectolax.lexbor import LexborHTMLParser
 
+from streams.core.simhash import simhash_or_none
+
 _CHARSET_RE = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([a-zA-Z0-9_.:-]+)""", re.I)
 _WS_RE = re.compile(r"\s+")
 _LINK_SELECTOR = "a[href], area[href]"
@@ -49,6 +51,8 @@ class ParsedDocument:
     links: list[str] = field(default_factory=list)
     base: str | None = None
     fingerprint: str = ""
+    #: 64-bit simhash of the same normalized text (None: no words, or not asked for).
+    simhash: int | None = None
     nofollow: bool = False
     noindex: bool = False
     text_chars: int = 0
@@ -140,18 +144,30 @@ def _cap_block_nesting(text: str) -> str:
     return "".join(pieces)
 
 
-def fingerprint_text(text: str) -> str:
-    """128-bit murmur hash of whitespace-normalized, case-folded text, as hex.
+def normalize_text(text: str) -> str:
+    """Whitespace-normalized, case-folded text: what both fingerprints are taken of.
 
     str.split() with no argument is the fastest whitespace normalizer (~4× a regex
     on an 8 KB page); it runs once per fetched page.
     """
-    normalized = " ".join(text.split()).casefold()
-    return mmh3.hash_bytes(normalized.encode("utf-8", "replace")).hex()
+    return " ".join(text.split()).casefold()
 
 
-def parse_html(body: bytes, declared_charset: str | None = None) -> ParsedDocument:
-    """Parse one page; never raises on any input (a stage must survive any page)."""
+def fingerprint_text(text: str) -> str:
+    """128-bit murmur hash of whitespace-normalized, case-folded text, as hex."""
+    return mmh3.hash_bytes(normalize_text(text).encode("utf-8", "replace")).hex()
+
+
+def parse_html(
+    body: bytes, declared_charset: str | None = None, *, with_simhash: bool = False
+) -> ParsedDocument:
+    """Parse one page; never raises on any input (a stage must survive any page).
+
+    ``with_simhash`` also computes the near-duplicate fingerprint.  It is taken of the
+    same normalized text as the exact fingerprint, so identical fingerprints imply
+    identical simhashes: the content-dedup stage can key exact and near dedup alike by
+    simhash band and exact duplicates still meet in one partition.
+    """
     doc = ParsedDocument()
     try:
         text = decode_html(body, declared_charset)
@@ -185,7 +201,10 @@ def parse_html(body: bytes, declared_charset: str | None = None) -> ParsedDocume
     visible = body_node.text(separator=" ") if body_node is not None else text
     doc.text_chars = len(visible.strip())
     if doc.text_chars:
-        doc.fingerprint = fingerprint_text(doc.title + "\n" + visible)
+        normalized = normalize_text(doc.title + "\n" + visible)
+        doc.fingerprint = mmh3.hash_bytes(normalized.encode("utf-8", "replace")).hex()
+        if with_simhash:
+            doc.simhash = simhash_or_none(normalized)
     else:
         # No visible text (a page of links, an empty body): only identical bytes match.
         doc.fingerprint = "b" + mmh3.hash_bytes(body).hex()

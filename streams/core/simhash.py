@@ -43,12 +43,25 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, MutableMapping, Sequence
+from typing import NamedTuple
 
 import mmh3
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["NearDupIndex", "bands", "hamming", "simhash"]
+__all__ = [
+    "BandStep",
+    "NearDupIndex",
+    "band_closest",
+    "band_step",
+    "band_with",
+    "bands",
+    "hamming",
+    "simhash",
+    "simhash_or_none",
+    "to_signed",
+    "to_unsigned",
+]
 
 BITS = 64
 DEFAULT_DISTANCE = 3  # Manku et al.: 64-bit fingerprints, near-duplicate at distance <= 3
@@ -159,6 +172,29 @@ def simhash(text: str, *, shingle: int = DEFAULT_SHINGLE, mask_numbers: bool = T
     return simhash_of(shingle_hashes(text, shingle=shingle, mask_numbers=mask_numbers))
 
 
+def simhash_or_none(
+    text: str, *, shingle: int = DEFAULT_SHINGLE, mask_numbers: bool = True
+) -> int | None:
+    """Like :func:`simhash`, but None for a text without words.
+
+    Why: :func:`simhash` gives 0 to every wordless text, which would make all of them
+    near-duplicates of each other; such pages are left to exact dedup.
+    """
+    hashes = shingle_hashes(text, shingle=shingle, mask_numbers=mask_numbers)
+    return simhash_of(hashes) if len(hashes) else None
+
+
+def to_signed(fingerprint: int) -> int:
+    """The fingerprint as a signed 64-bit int (what an Avro ``long`` carries)."""
+    fingerprint &= _MASK64
+    return fingerprint - (1 << BITS) if fingerprint >> (BITS - 1) else fingerprint
+
+
+def to_unsigned(value: int) -> int:
+    """Inverse of :func:`to_signed`."""
+    return value & _MASK64
+
+
 def hamming(a: int, b: int) -> int:
     """Number of differing bits of two 64-bit fingerprints."""
     return ((a ^ b) & _MASK64).bit_count()
@@ -194,6 +230,48 @@ def bands(fingerprint: int, k: int = DEFAULT_DISTANCE) -> list[int]:
     top = layout[0][1]
     fingerprint &= _MASK64
     return [(i << top) | ((fingerprint >> s) & ((1 << w) - 1)) for i, (s, w) in enumerate(layout)]
+
+
+Bucket = list[tuple[int, str]]
+
+
+def _entries(raw: Iterable[Sequence[int | str]] | None) -> Bucket:
+    return [(int(fp), str(u)) for fp, u in (raw or ())]
+
+
+def band_closest(
+    raw: Iterable[Sequence[int | str]] | None, url: str, fingerprint: int, threshold: int
+) -> tuple[str, int] | None:
+    """(URL, distance) of the closest entry of one band bucket within ``threshold``.
+
+    Entries of ``url`` itself never match (a recrawl is not a duplicate of itself); ties
+    go to the earliest indexed entry.  ``raw`` is a bucket as stored: pairs of
+    (fingerprint, URL), lists or tuples.
+    """
+    best: tuple[str, int] | None = None
+    for fp, other in _entries(raw):
+        if other == url:
+            continue
+        d = hamming(fp, fingerprint)
+        if d <= threshold and (best is None or d < best[1]):
+            best = (other, d)
+            if d == 0:
+                break
+    return best
+
+
+def band_with(
+    raw: Iterable[Sequence[int | str]] | None, url: str, fingerprint: int, max_bucket: int
+) -> Bucket | None:
+    """The bucket with (fingerprint, url) added, or None when it is unchanged.
+
+    A full bucket (``max_bucket`` entries) stays as it is: see :class:`NearDupIndex`.
+    """
+    bucket = _entries(raw)
+    entry = (fingerprint & _MASK64, url)
+    if len(bucket) >= max_bucket or entry in bucket:
+        return None
+    return [*bucket, entry]
 
 
 class NearDupIndex:
@@ -238,31 +316,66 @@ class NearDupIndex:
 
         Of several candidates the closest wins, ties going to the earliest indexed.
         """
-        best: tuple[int, str] | None = None
+        best: tuple[str, int] | None = None
         for key in bands(fingerprint, self.threshold):
-            for fp, other in self._bucket(key):
-                if other == url:
-                    continue
-                d = hamming(fp, fingerprint)
-                if d <= self.threshold and (best is None or d < best[0]):
-                    best = (d, other)
-                    if d == 0:
-                        return other
-        return None if best is None else best[1]
+            hit = band_closest(self.table.get(key), url, fingerprint, self.threshold)
+            if hit is not None and (best is None or hit[1] < best[1]):
+                best = hit
+                if hit[1] == 0:
+                    break
+        return None if best is None else best[0]
 
     def add(self, url: str, fingerprint: int) -> str | None:
         """Index ``url`` unless it near-duplicates an indexed page; return that page's URL."""
         found = self.find(url, fingerprint)
         if found is not None:
             return found
-        fingerprint &= _MASK64
         for key in bands(fingerprint, self.threshold):
-            bucket = self._bucket(key)
-            if len(bucket) >= self.max_bucket or (fingerprint, url) in bucket:
-                continue
-            self.table[key] = [*bucket, (fingerprint, url)]
+            bucket = band_with(self.table.get(key), url, fingerprint, self.max_bucket)
+            if bucket is not None:
+                self.table[key] = bucket
         return None
 
-    def _bucket(self, key: int) -> list[tuple[int, str]]:
-        raw: Iterable[Sequence[int | str]] = self.table.get(key) or ()
-        return [(int(fp), str(u)) for fp, u in raw]
+
+class BandStep(NamedTuple):
+    """What one band of the content-dedup chain decided for one page.
+
+    ``near``: (original URL, distance) when the page is a near-duplicate (the chain ends);
+    ``bucket``: the band bucket to write back (None: unchanged); ``next_band``: the band
+    to visit next, or None when the page has passed every band and is a first copy.
+    """
+
+    near: tuple[str, int] | None
+    bucket: Bucket | None
+    next_band: int | None
+
+
+def band_step(
+    raw: Iterable[Sequence[int | str]] | None,
+    url: str,
+    fingerprint: int,
+    band: int,
+    *,
+    threshold: int = DEFAULT_DISTANCE,
+    max_bucket: int = 256,
+) -> BandStep:
+    """One hop of near-duplicate detection spread over partitions, one band per hop.
+
+    Why a chain: band ``i``'s bucket lives in the partition of its band key, so a page
+    visits its ``threshold + 1`` band partitions one after the other (the message
+    carries the page and the next band's index).  At each it is compared with the
+    bucket there and, if it is no near-duplicate, filed in it before moving on.  Two
+    first copies within ``threshold`` share a band (pigeonhole); whichever reaches that
+    band's partition second finds the other already filed, because a partition handles
+    its messages one at a time.  So no two pages that both pass the whole chain are
+    within ``threshold`` of each other, whatever the interleaving across partitions
+    and workers (tested by simulation).  A page found at band ``i`` stays filed in the
+    bands before ``i``: a later page may then be called a near-duplicate of it, and
+    readers follow that pointer to its own original.
+    """
+    hit = band_closest(raw, url, fingerprint, threshold)
+    if hit is not None:
+        return BandStep(hit, None, None)
+    bucket = band_with(raw, url, fingerprint, max_bucket)
+    nxt = band + 1 if band + 1 <= threshold else None
+    return BandStep(None, bucket, nxt)

@@ -1,5 +1,9 @@
 """link-extract: store the page (WARC + index), then resolve and canonicalize its links.
 
+A near-duplicate is stored whole (its bytes differ from the original's) with a
+metadata record naming the original; its links are not extracted unless
+`near_dup_extract_links` is set.
+
 Runs in the partition of the page's host. Links are grouped by the partition of
 *their* host, so one url-filter message carries every link of a batch of pages
 bound for one partition.
@@ -11,6 +15,7 @@ from typing import Any
 
 import topology
 from streams.core.pagestore import PageStore
+from streams.core.simhash import to_unsigned
 from streams.core.urls import resolve, resolve_and_canonicalize
 from streams.stages.context import Outbox, StageContext
 
@@ -40,18 +45,23 @@ def handle(ctx: StageContext, batch: dict[str, Any], store: PageStore, out: Outb
                 }
             )
             continue
-        writes.append(
-            {
-                "url": page["url"],
-                "status": page["status"],
-                "headers": _headers(page),
-                "body": page["body"],
-                "fetched_at": page["fetched_at"],
-                "ip": page["ip"],
-                "truncated": page["truncated"],
-            }
-        )
-        if parsed["nofollow"]:
+        write = {
+            "url": page["url"],
+            "status": page["status"],
+            "headers": _headers(page),
+            "body": page["body"],
+            "fetched_at": page["fetched_at"],
+            "ip": page["ip"],
+            "truncated": page["truncated"],
+        }
+        near = parsed.get("near_duplicate_of")
+        if near:
+            write["near_duplicate_of"] = near["url"]
+            write["near_distance"] = near["distance"]
+            if parsed.get("simhash") is not None:
+                write["simhash"] = to_unsigned(parsed["simhash"])
+        writes.append(write)
+        if parsed["nofollow"] or (near and not ctx.settings.near_dup_extract_links):
             continue
         base = page["url"]
         if parsed.get("base"):

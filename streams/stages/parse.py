@@ -1,4 +1,4 @@
-"""parse: HTML → title, links, <base>, meta robots and the content fingerprint."""
+"""parse: HTML → title, links, <base>, meta robots and the content fingerprints."""
 
 from __future__ import annotations
 
@@ -6,15 +6,19 @@ from typing import Any
 
 import topology
 from streams.core.parsing import charset_from_headers, parse_html
+from streams.core.simhash import to_signed
 from streams.stages.context import Outbox, StageContext
+from streams.stages.dedup import dedup_partition
 
 
 def handle(ctx: StageContext, batch: dict[str, Any], out: Outbox) -> None:
+    near = ctx.settings.near_dup_distance >= 0
     for page in batch["pages"]:
-        doc = parse_html(page["body"], charset_from_headers(page["headers"]))
+        doc = parse_html(page["body"], charset_from_headers(page["headers"]), with_simhash=near)
+        simhash = None if doc.simhash is None else to_signed(doc.simhash)
         out.add(
             topology.CONTENT_DEDUP,
-            ctx.fingerprint_partition(doc.fingerprint),
+            dedup_partition(ctx, doc.fingerprint, simhash, 0),
             {
                 "page": page,
                 "fingerprint": doc.fingerprint,
@@ -24,5 +28,8 @@ def handle(ctx: StageContext, batch: dict[str, Any], out: Outbox) -> None:
                 "nofollow": doc.nofollow,
                 "noindex": doc.noindex,
                 "duplicate_of": None,
+                "simhash": simhash,
+                "band": 0,
+                "near_duplicate_of": None,
             },
         )

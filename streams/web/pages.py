@@ -55,6 +55,11 @@ def register_pages(app: Any, settings: Settings, store: Any, partition_of_url: A
                 "X-Seine-Fetched-At": f"{capture.fetched_at:.6f}",
                 "X-Seine-Warc": f"{capture.segment}@{capture.offset}+{capture.length}",
                 **({"X-Seine-Revisit-Of": capture.revisit_of} if capture.revisit_of else {}),
+                **(
+                    {"X-Seine-Near-Duplicate-Of": capture.near_duplicate_of}
+                    if capture.near_duplicate_of
+                    else {}
+                ),
             },
         )
 

@@ -98,6 +98,9 @@ EXAMPLES: dict[str, list[dict[str, Any]]] = {
                         "digest": "sha1:ABC",
                         "fetched_at": 5.0,
                     },
+                    "simhash": -(2**63),
+                    "band": 3,
+                    "near_duplicate_of": {"url": "https://example.com/near", "distance": 2},
                 },
                 {
                     "page": PAGE,
@@ -108,6 +111,9 @@ EXAMPLES: dict[str, list[dict[str, Any]]] = {
                     "nofollow": False,
                     "noindex": True,
                     "duplicate_of": None,
+                    "simhash": None,
+                    "band": 0,
+                    "near_duplicate_of": None,
                 },
             ]
         }

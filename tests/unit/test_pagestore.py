@@ -417,6 +417,15 @@ def fill(s: PageStore) -> None:
         status=200,
         headers=HTML,
     )
+    s.put(
+        "http://c.example/near",
+        status=200,
+        headers=HTML,
+        body=b"<p>c, seen 2 times</p>",
+        near_duplicate_of=o.url,
+        near_distance=2,
+        simhash=0xFEDC_BA98_7654_3210,
+    )
 
 
 def test_warcio_check_passes(tmp_path: Path) -> None:
@@ -442,6 +451,7 @@ def test_every_record_meets_checklist(tmp_path: Path) -> None:
         fill(s)
     seen: dict[str, int] = {}
     ids: set[str] = set()
+    last_response_id = None
     for seg in segments(tmp_path / "ps"):
         with seg.open("rb") as f:
             assert f.read(2) == b"\x1f\x8b"
@@ -467,17 +477,25 @@ def test_every_record_meets_checklist(tmp_path: Path) -> None:
                     assert h.get_header("WARC-Filename") == seg.name
                     continue
                 assert h.get_header("WARC-Target-URI").startswith("http://c.example/")
+                if rec.rec_type == "metadata":  # a near-duplicate's mark, after its response
+                    assert h.get_header("Content-Type") == "application/warc-fields"
+                    assert h.get_header("WARC-Refers-To") == last_response_id
+                    assert h.get_header("WARC-Target-URI") == "http://c.example/near"
+                    assert h.get_header("WARC-Block-Digest").startswith("sha1:")
+                    assert rec.digest_checker.passed is not False, rec.digest_checker.problems
+                    continue
                 assert h.get_header("Content-Type") == "application/http;msgtype=response"
                 assert h.get_header("WARC-Payload-Digest").startswith("sha1:")
                 assert h.get_header("WARC-Block-Digest").startswith("sha1:")
                 if rec.rec_type == "response":
+                    last_response_id = rid
                     assert rec.digest_checker.passed is True, rec.digest_checker.problems
                     assert rec.http_headers.protocol == "HTTP/1.1"
                 else:
                     assert rec.rec_type == "revisit"
                     assert h.get_header("WARC-Refers-To-Target-URI") == "http://c.example/"
                     assert date_re.match(h.get_header("WARC-Refers-To-Date"))
-    assert seen == {"warcinfo": 1, "response": 3, "revisit": 1}
+    assert seen == {"warcinfo": 1, "response": 4, "revisit": 1, "metadata": 1}
 
 
 def test_payload_digests_verify(store: PageStore) -> None:
@@ -773,3 +791,60 @@ def test_index_value_codec_round_trip() -> None:
     assert e.offset == 1 << 40 and e.length == 12345 and e.truncated
     assert e.revisit_of == "http://o.example/" and e.orig_micros == 42
     assert os.path.basename(e.segment) == e.segment
+
+
+# --------------------------------------------------------------------------- near-duplicates
+
+
+def test_near_duplicate_is_stored_whole_and_marked(tmp_path: Path) -> None:
+    with PageStore(tmp_path / "ps", segment_max_bytes=600) as s:
+        o = s.put("http://a.example/", status=200, headers=HTML, body=b"<p>day 1</p>")
+        c = s.put(
+            "http://b.example/",
+            status=200,
+            headers=HTML,
+            body=b"<p>day 2</p>",
+            near_duplicate_of=o.url,
+            near_distance=0,
+            simhash=5,
+        )
+        assert c.near_duplicate_of == o.url and c.revisit_of is None
+        s.put("http://c.example/", status=200, headers=HTML, body=b"<p>other</p>")
+    with PageStore(tmp_path / "ps", read_only=True) as r:
+        got = r.get("http://b.example/")
+        assert got is not None and got.body == b"<p>day 2</p>"  # its own bytes, not a revisit
+        assert got.near_duplicate_of == "http://a.example/"
+        assert r.get("http://a.example/").near_duplicate_of is None  # type: ignore[union-attr]
+        assert r.get("http://c.example/").near_duplicate_of is None  # type: ignore[union-attr]
+    # The metadata record follows its response in the same segment (no rotation between).
+    for seg in segments(tmp_path / "ps"):
+        recs = records(seg)
+        types = [r.rec_type for _, r, _ in recs]
+        if "metadata" in types:
+            i = types.index("metadata")
+            assert types[i - 1] == "response"
+            response, meta = recs[i - 1][1], recs[i][1]
+            assert meta.rec_headers.get_header("WARC-Refers-To") == response.rec_headers.get_header(
+                "WARC-Record-ID"
+            )
+            assert recs[i][2] == (
+                b"near-duplicate-of: http://a.example/\r\nsimhash-distance: 0\r\n"
+                b"simhash: 0000000000000005\r\n"
+            )
+            break
+    else:
+        raise AssertionError("no metadata record")
+    proc = subprocess.run(
+        [str(WARCIO), "check", "-v", *map(str, segments(tmp_path / "ps"))],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_near_duplicate_rejects_bad_original(store: PageStore) -> None:
+    with pytest.raises(ValueError, match="control"):
+        store.put(
+            "http://b.example/", status=200, headers=[], body=b"x", near_duplicate_of="http://\n/"
+        )
+    assert "http://b.example/" not in store
