@@ -81,6 +81,7 @@ class SeineApp:
             "queued": self.frontier.queued,
             "fetched": c.outcomes.get("fetched", 0),
             "pages_stored": c.pages_stored,
+            "in_flight": c.fetch_in_flight,
             "outcomes": dict(c.outcomes),
             "dead_letters": c.dead_letters,
             "at": time.time(),

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from streams.core.stats import ERROR_OUTCOMES, REPLAY_OUTCOMES
+from streams.progress import Progress
 from streams.settings import Settings, load_settings, parse_resolve
 
 #: Exit status of a crawl that ran to idle without fetching a single page while
@@ -266,44 +267,6 @@ def broker_for(settings: Settings) -> Iterator[Settings]:
         yield settings.with_overrides(bootstrap=broker.bootstrap, **tuned)
 
 
-class Progress:
-    """Live progress on a terminal (rich), plain periodic lines otherwise."""
-
-    def __init__(self, interactive: bool) -> None:
-        self.interactive = interactive
-        self._last_line = 0.0
-        self._status: Any = None
-        if interactive:
-            from rich.console import Console
-
-            self._console = Console(stderr=True)
-            self._status = self._console.status("starting…")
-            self._status.start()
-
-    def line(self, seine: Any) -> str:
-        counters = seine.ctx.counters
-        elapsed = max(1e-6, time.time() - counters.started_at)
-        fetched = counters.outcomes.get("fetched", 0)
-        errors = sum(counters.outcomes.get(k, 0) for k in ERROR_OUTCOMES)
-        return (
-            f"pages {counters.pages_stored}  fetched {fetched}  "
-            f"{fetched / elapsed:.0f} pages/s  queued {seine.frontier.queued}  "
-            f"in flight {counters.fetch_in_flight}  errors {errors}  "
-            f"dead letters {counters.dead_letters}"
-        )
-
-    def __call__(self, seine: Any) -> None:
-        if self._status is not None:
-            self._status.update(self.line(seine))
-        elif time.monotonic() - self._last_line >= 5.0:
-            self._last_line = time.monotonic()
-            print(self.line(seine), file=sys.stderr, flush=True)
-
-    def close(self) -> None:
-        if self._status is not None:
-            self._status.stop()
-
-
 def _read_seeds(args: argparse.Namespace) -> list[str]:
     seeds = list(args.urls or [])
     if getattr(args, "seeds_file", None):
@@ -320,7 +283,7 @@ def run_crawl(settings: Settings, seeds: list[str], until_idle: bool) -> int:
         seine = create_app(effective)
         seine.until_idle = until_idle
         seine.initial_seeds = seeds
-        progress = Progress(sys.stderr.isatty())
+        progress = Progress(total=effective.max_pages or None)
         seine.on_progress = progress
         started = time.time()
         try:

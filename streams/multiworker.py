@@ -25,6 +25,7 @@ from typing import Any
 
 import topology
 from streams.cli import ERROR_OUTCOMES, EXIT_NOTHING_FETCHED, nothing_fetched_failure
+from streams.progress import Progress, ProgressFigures
 from streams.settings import Settings
 
 IDLE_SECONDS = 2.0
@@ -130,7 +131,7 @@ def run_workers(settings: Settings, seeds: list[str], workers: int, until_idle: 
     previous = signal.signal(signal.SIGINT, stop), signal.signal(signal.SIGTERM, stop)
     started = time.time()
     idle_since: float | None = None
-    last_line = 0.0
+    progress: Progress | None = None
     code = 0
     try:
         while not stopping:
@@ -151,17 +152,9 @@ def run_workers(settings: Settings, seeds: list[str], workers: int, until_idle: 
                     seeded = True
                     started = time.time()
                 continue
-            if time.monotonic() - last_line >= 5.0:
-                last_line = time.monotonic()
-                fetched = sum(s["fetched"] for s in ready)
-                elapsed = max(time.time() - started, 1e-6)
-                print(
-                    f"pages {sum(s['pages_stored'] for s in ready)}  fetched {fetched}  "
-                    f"{fetched / elapsed:.0f} pages/s  queued {sum(s['queued'] for s in ready)}  "
-                    f"workers {workers}",
-                    file=sys.stderr,
-                    flush=True,
-                )
+            if progress is None:
+                progress = Progress(total=settings.max_pages or None)
+            progress.update(ProgressFigures.of_statuses(ready))
             if not until_idle:
                 continue
             if globally_idle(ready, len(seeds)):
@@ -172,6 +165,8 @@ def run_workers(settings: Settings, seeds: list[str], workers: int, until_idle: 
             else:
                 idle_since = None
     finally:
+        if progress is not None:
+            progress.close()
         signal.signal(signal.SIGINT, previous[0])
         signal.signal(signal.SIGTERM, previous[1])
         for proc in procs:

@@ -190,8 +190,8 @@ class Observer:
                     if response.status != 200:
                         return None
                     return dict(await response.json())
-            except (aiohttp.ClientError, TimeoutError, ValueError):
-                return None
+            except (aiohttp.ClientError, TimeoutError, ValueError, RuntimeError):
+                return None  # RuntimeError: the client session closed (shutting down)
 
         answers = await asyncio.gather(*(ask(p) for p in peers))
         snaps = [mine, *(a for a in answers if a is not None)]

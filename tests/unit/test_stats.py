@@ -148,8 +148,8 @@ def test_frontier_busiest_hosts_reports_queues_and_next_allowed() -> None:
     assert [(r["host"], r["queued"]) for r in rows] == [("big.test", 3), ("small.test", 1)]
     dispatches, _ = frontier.due(0)  # robots.txt of both hosts
     assert {d.host for d in dispatches} == {"big.test", "small.test"}
-    rows = {r["host"]: r for r in frontier.busiest_hosts(5)}
-    assert rows["big.test"]["busy"] and rows["big.test"]["queued"] == 3
+    by_host = {r["host"]: r for r in frontier.busiest_hosts(5)}
+    assert by_host["big.test"]["busy"] and by_host["big.test"]["queued"] == 3
     frontier.complete("big.test", "robots", 404, "robots", 5.0, 1000.0)
     row = {r["host"]: r for r in frontier.busiest_hosts(5)}["big.test"]
     assert not row["busy"] and row["next_at"] == 1002.0
