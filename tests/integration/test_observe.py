@@ -13,6 +13,7 @@ import json
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -240,3 +241,46 @@ def test_seine_status_summarises_the_running_crawl(live_crawl: LiveCrawl) -> Non
         env=crawl_env("no-such-crawl"),
     )
     assert missing.returncode == 1 and "is a crawl running" in missing.stderr
+
+
+def test_top_short_links_by_clicks(live_crawl: LiveCrawl) -> None:
+    def create(url: str) -> str:
+        request = urllib.request.Request(
+            live_crawl.base + "/links",
+            data=json.dumps({"url": url}).encode(),
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
+        with urllib.request.urlopen(request, timeout=20) as response:
+            return str(json.loads(response.read())["code"])
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+            return None
+
+    opener = urllib.request.build_opener(NoRedirect)
+
+    def click(code: str) -> None:
+        try:
+            opener.open(f"{live_crawl.base}/s/{code}", timeout=10)
+        except urllib.error.HTTPError as exc:
+            assert exc.code == 302
+
+    codes = wait_until(
+        lambda: [create("http://popular.example/"), create("http://quiet.example/")],
+        60,
+        "short links never created",
+        live_crawl,
+    )
+    for _ in range(5):
+        click(codes[0])
+    click(codes[1])
+
+    def top() -> list[dict[str, Any]] | None:
+        links = stats(live_crawl, "crawl")["links"]
+        counts = {link["code"]: link["clicks"] for link in links}
+        return links if counts.get(codes[0]) == 5 and counts.get(codes[1]) == 1 else None
+
+    links = wait_until(top, 60, "clicks never reached the dashboard data", live_crawl)
+    assert [link["code"] for link in links[:2]] == codes
+    assert links[0]["url"] == "http://popular.example/"
