@@ -29,6 +29,7 @@ from streams.core.fetching import FetchConfig, Fetcher
 from streams.core.filters import FilterConfig
 from streams.core.frontier import Frontier, Politeness
 from streams.core.pagestore import PageStore
+from streams.core.poison import oversized, screen
 from streams.core.seeds import InvalidSeed
 from streams.kafka_tuning import set_fetch_max_wait
 from streams.multiworker import write_status
@@ -204,6 +205,7 @@ def create_app(settings: Settings) -> SeineApp:
     fetch_stage = FetchStage(ctx, fetcher, settings.max_in_flight)
     seine = SeineApp(app, settings, ctx, the_frontier, store, fetch_stage)
     filter_config = FilterConfig(max_depth=settings.max_depth, same_host=settings.same_host)
+    limits = ctx.limits
     ticks_pending: set[int] = set()
 
     def agent(spec: TopicSpec, stage: str, step: Step, *, decode: bool = True) -> None:
@@ -233,7 +235,24 @@ def create_app(settings: Settings) -> SeineApp:
             partition = event.message.partition
             try:
                 value = event.value
-                record = codec.decode(spec.schema, value) if decode else value
+                if decode:
+                    too_big = oversized(len(value), limits) if value is not None else None
+                    if too_big is not None:
+                        await ctx.dead_letter(stage, event, too_big)
+                        return
+                    record: Any = codec.decode(spec.schema, value)
+                    record, refusals = screen(spec.schema, record, limits)
+                    for refusal in refusals:
+                        await ctx.dead_letter(
+                            stage,
+                            event,
+                            refusal.reason,
+                            value=codec.encode(spec.schema, refusal.record),
+                        )
+                    if record is None:
+                        return
+                else:
+                    record = value
                 result = step(partition, record, out)
                 if asyncio.iscoroutine(result):
                     await result

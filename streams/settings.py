@@ -46,6 +46,12 @@ class Settings:
     read_timeout: float = 10.0
     total_timeout: float = 30.0
     max_body_bytes: int = 5 * 1024 * 1024
+    #: A consumed message over this many bytes is refused whole (dead-letters): Seine's
+    #: own batches stay under 768 KiB plus one body of at most max_body_bytes.
+    max_message_bytes: int = 8 * 1024 * 1024
+    #: A URL over this many bytes on a topic is refused (dead-letters); links over it
+    #: are dropped by link-extract with a crawl-log record.
+    max_url_bytes: int = 8192
     #: Concurrent fetches per worker (one per host at most, by the frontier's rule).
     max_in_flight: int = 256
     #: Seconds a dispatched fetch may stay unanswered before the frontier re-dispatches it.

@@ -21,6 +21,7 @@ import faust
 import topology
 from streams import codec
 from streams.core.partitioning import partition_for
+from streams.core.poison import Limits
 from streams.core.stats import CrawlTally
 from streams.core.urls import host_of, site_key
 from streams.producer import StageProducer
@@ -40,6 +41,8 @@ BATCH_FIELD = {
 UNCONSUMED_TOPICS = frozenset({topology.CRAWL_LOG.name, topology.DEAD_LETTERS.name})
 #: Split a batch before it grows past this many encoded bytes (Kafka's default cap is 1 MB).
 MAX_BATCH_BYTES = 768 * 1024
+#: The most of a refused message a dead letter keeps: the producer's cap is 16 MiB.
+DEAD_LETTER_VALUE_MAX = 15 * 1024 * 1024
 
 
 @dataclass
@@ -196,6 +199,7 @@ class StageContext:
         self.producer = StageProducer(settings.bootstrap)
         self.outboxes: list[Outbox] = []
         self.seen_filters: Any = None
+        self.limits = Limits(settings.max_message_bytes, settings.max_url_bytes)
         self._host_partitions: dict[str, int] = {}
         #: Hooks the idle check consults besides the counters (e.g. the frontier's queues).
         self.busy_checks: list[Callable[[], bool]] = []
@@ -233,11 +237,25 @@ class StageContext:
         self.counters.sent[spec.name] += 1
         self.producer.produce(self.topic_names[spec.name], value, partition)
 
-    async def dead_letter(self, stage: str, event: Any, error: str) -> None:
-        """Keep an unprocessable message whole, with where it came from and why."""
+    async def dead_letter(
+        self, stage: str, event: Any, error: str, *, value: bytes | None = None
+    ) -> None:
+        """Keep an unprocessable message whole (or `value`, the refused part of it), with
+        where it came from and why.
+
+        Never raises: a dead letter that cannot be produced is logged, and the stage
+        carries on. A value too large for one Kafka message is cut to
+        DEAD_LETTER_VALUE_MAX bytes, and the reason says so.
+        """
         message = getattr(event, "message", None)
-        value = getattr(event, "value", None)
+        if value is None:
+            value = getattr(event, "value", None)
         key = getattr(event, "key", None)
+        if isinstance(value, bytes) and len(value) > DEAD_LETTER_VALUE_MAX:
+            error = (
+                f"{error} (value cut to its first {DEAD_LETTER_VALUE_MAX} of {len(value)} bytes)"
+            )
+            value = value[:DEAD_LETTER_VALUE_MAX]
         record = {
             "stage": stage,
             "topic": str(getattr(message, "topic", "")),
@@ -251,7 +269,10 @@ class StageContext:
         self.counters.dead_letters += 1
         self.counters.stage_errors[stage] += 1
         log.warning("dead letter from %s: %s", stage, error[:300])
-        await self.send(topology.DEAD_LETTERS, 0, codec.encode("dead_letter", record))
+        try:
+            await self.send(topology.DEAD_LETTERS, 0, codec.encode("dead_letter", record))
+        except Exception:
+            log.exception("could not produce a dead letter from %s: %s", stage, error[:300])
 
     def locally_busy(self) -> bool:
         """Work this worker holds: fetches in flight, unsent output, queued URLs."""

@@ -17,7 +17,7 @@ import topology
 from streams.core.pagestore import PageStore
 from streams.core.simhash import to_unsigned
 from streams.core.urls import resolve, resolve_and_canonicalize
-from streams.stages.context import Outbox, StageContext
+from streams.stages.context import Outbox, StageContext, crawl_log_record
 
 
 def _headers(page: dict[str, Any]) -> list[tuple[str, str]]:
@@ -28,6 +28,7 @@ def handle(ctx: StageContext, batch: dict[str, Any], store: PageStore, out: Outb
     """Store every page of the batch with one index write batch; returns links emitted."""
     writes: list[dict[str, Any]] = []
     emitted = 0
+    max_url = ctx.limits.max_url_bytes
     for parsed in batch["pages"]:
         page = parsed["page"]
         duplicate = parsed.get("duplicate_of")
@@ -68,6 +69,17 @@ def handle(ctx: StageContext, batch: dict[str, Any], store: PageStore, out: Outb
             base = resolve(page["url"], parsed["base"]) or page["url"]
         depth = page["depth"] + 1
         for link in resolve_and_canonicalize(base, parsed["links"]):
+            if len(link) > max_url:
+                out.log(
+                    crawl_log_record(
+                        link[:4096],
+                        "link-extract",
+                        "filtered",
+                        reason=f"link of {len(link)} bytes is over the {max_url}-byte limit",
+                        depth=depth,
+                    )
+                )
+                continue
             out.add(
                 topology.URL_FILTER,
                 ctx.url_partition(link),
