@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+import sys
 import time
 import weakref
 from collections.abc import Callable
@@ -36,6 +37,7 @@ from streams.multiworker import write_status
 from streams.producer import hook_into_commits
 from streams.quiet_monitor import QuietMonitor
 from streams.registry_table import RegistryTable
+from streams.resume import CLEAN_MARK, clear_marks
 from streams.settings import Settings
 from streams.stages import dedup, frontier, link_extract, parse, seeds, url_filter, url_seen
 from streams.stages.context import Outbox, StageContext
@@ -47,6 +49,9 @@ from streams.web.shortlinks import register_shortlinks
 from topology import TopicSpec
 
 log = logging.getLogger("seine")
+
+#: The frontier event that only wakes a partition (timers, adoption after a restart).
+TICK = codec.encode("frontier_event", {"new_urls": [], "completions": [], "tick": True})
 
 #: A stage step: (partition, decoded record, outbox) → maybe awaitable.
 Step = Callable[[int, Any, Outbox], object]
@@ -69,6 +74,11 @@ class SeineApp:
     worker: Any = None
     on_progress: Callable[[SeineApp], None] | None = None
     finished: bool = False
+    #: `seine crawl` (one process): the first Ctrl-C drains instead of stopping at once.
+    drain_on_sigint: bool = False
+    #: monotonic time the drain started; None while crawling normally.
+    draining_since: float | None = None
+    drained_since: float | None = None
 
     def status(self) -> dict[str, Any]:
         """This worker's counters, for a supervisor that sums them over workers."""
@@ -87,6 +97,36 @@ class SeineApp:
             "dead_letters": c.dead_letters,
             "at": time.time(),
         }
+
+    def drain(self) -> None:
+        """Stop dispatching fetches and let what is in flight run through every stage.
+
+        What is queued stays in the frontier's tables; once nothing is in flight,
+        unsent or unhandled, the worker writes the data dir's clean-stop mark and
+        stops, so a resume over the same data dir needs no reconciliation
+        (streams/resume.py). A second Ctrl-C, or `drain_timeout`, stops at once
+        without the mark.
+        """
+        if self.draining_since is not None:
+            log.warning("second interrupt: stopping without draining")
+            self.stop(130)
+            return
+        print(
+            "seine: draining (fetches in flight finish, nothing new starts); "
+            "Ctrl-C again stops at once",
+            file=sys.stderr,
+            flush=True,
+        )
+        self.draining_since = time.monotonic()
+
+    def drained(self) -> bool:
+        """Nothing in flight, unsent or unhandled: every link is in the frontier's tables."""
+        ctx = self.ctx
+        if ctx.counters.fetch_in_flight or self.frontier.in_flight or ctx.producer.pending():
+            return False
+        if any(box.pending for box in ctx.outboxes):
+            return False
+        return ctx.counters.balanced()
 
     def stop(self, code: int = 0) -> None:
         """Ask the worker to shut down (from inside the loop)."""
@@ -160,6 +200,8 @@ def create_app(settings: Settings) -> SeineApp:
     fingerprint_table = table("fingerprints")
     band_table = table("simhash-bands")
     sites_table = table("sites")
+    #: URLs whose crawl ended without a stored page (see streams/resume.py).
+    done_table = table("done")
     tables = [
         seen_table,
         scope_table,
@@ -168,6 +210,7 @@ def create_app(settings: Settings) -> SeineApp:
         fingerprint_table,
         band_table,
         sites_table,
+        done_table,
     ]
 
     policy = Politeness(
@@ -291,7 +334,15 @@ def create_app(settings: Settings) -> SeineApp:
     def frontier_step(partition: int, event: dict[str, Any], out: Outbox) -> None:
         if event["tick"]:
             ticks_pending.discard(partition)
-        frontier.handle(partition, event, the_frontier, hosts_table.items(), out)
+        frontier.handle(
+            partition,
+            event,
+            the_frontier,
+            hosts_table.items(),
+            out,
+            done_table,
+            dispatch=seine.draining_since is None,
+        )
 
     agent(topology.FRONTIER, "frontier", frontier_step)
     agent(topology.FETCH, "fetch", lambda p, batch, out: fetch_stage.submit(p, batch))
@@ -322,13 +373,37 @@ def create_app(settings: Settings) -> SeineApp:
             await fetch_stage.out.flush()
 
     lease_ticks: dict[int, float] = {}
+    frontier_topic = topology.topic_name(settings.app_id, topology.FRONTIER)
+
+    def unadopted_partitions() -> list[int]:
+        """Frontier partitions this worker was assigned but has not adopted yet.
+
+        The frontier rebuilds a partition's schedule from its tables on the first event
+        of that partition; after a restart or a rebalance, hosts with queued URLs get
+        no event unless someone sends one, so a tick goes to each such partition.
+        """
+        if app.rebalancing:
+            return []
+        return [
+            tp.partition
+            for tp in app.assignor.assigned_actives()
+            if tp.topic == frontier_topic and not the_frontier.knows_partition(tp.partition)
+        ]
+
+    ctx.busy_checks.append(lambda: bool(unadopted_partitions()))
 
     @app.timer(interval=0.02)
     async def wake_sleeping_hosts() -> None:
         """Tick each partition whose earliest sleeping host is due (table writes need an
         event of the partition), and now and then one with fetches in flight, so that
         lost completions are noticed by lease expiry."""
+        if seine.draining_since is not None:
+            return  # nothing is dispatched while draining: no wake-ups needed
         now = time.time()
+        for partition in unadopted_partitions():
+            if partition not in ticks_pending:
+                ticks_pending.add(partition)
+                await ctx.send(topology.FRONTIER, partition, TICK)
         for partition in the_frontier.partitions():
             wake = the_frontier.next_wake(partition)
             due = wake is not None and wake <= now
@@ -338,13 +413,7 @@ def create_app(settings: Settings) -> SeineApp:
             if (due or lease_check) and partition not in ticks_pending:
                 ticks_pending.add(partition)
                 lease_ticks[partition] = now
-                await ctx.send(
-                    topology.FRONTIER,
-                    partition,
-                    codec.encode(
-                        "frontier_event", {"new_urls": [], "completions": [], "tick": True}
-                    ),
-                )
+                await ctx.send(topology.FRONTIER, partition, TICK)
 
     @app.timer(interval=0.1)
     async def serve_producer_deliveries() -> None:
@@ -355,6 +424,10 @@ def create_app(settings: Settings) -> SeineApp:
     @app.task
     async def push_initial_seeds() -> None:
         hook_into_commits(app, ctx.producer)
+        if seine.drain_on_sigint:
+            # replaces mode's handler (installed before the app's tasks start)
+            asyncio.get_running_loop().add_signal_handler(signal.SIGINT, seine.drain)
+        clear_marks(settings.data_dir)
         for url in seine.initial_seeds:
             await ctx.send(topology.SEEDS, 0, url.encode("utf-8"))
 
@@ -366,6 +439,20 @@ def create_app(settings: Settings) -> SeineApp:
             seine.on_progress(seine)
         if status_path is not None:
             write_status(status_path, seine.status())
+        if seine.draining_since is not None and not seine.finished:
+            now = time.monotonic()
+            if not seine.drained():
+                seine.drained_since = None
+                if now - seine.draining_since > settings.drain_timeout:
+                    log.warning("drain did not finish in %ss: stopping", settings.drain_timeout)
+                    seine.stop(130)
+            elif seine.drained_since is None:
+                seine.drained_since = now
+            elif now - seine.drained_since >= 0.5:
+                await ctx.producer.flush()
+                (Path(settings.data_dir) / CLEAN_MARK).write_text(f"{time.time()}\n")
+                seine.stop(130)
+            return
         if not seine.until_idle or seine.finished:
             return
         if not ctx.idle():

@@ -8,11 +8,15 @@ page store and the RocksDB tables, not the topics.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
@@ -25,6 +29,23 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
+
+
+def die_with_parent(sig: int = signal.SIGKILL) -> Callable[[], None] | None:
+    """A `preexec_fn` that makes a child get `sig` when its parent dies (Linux).
+
+    A `seine crawl` killed with SIGKILL cannot stop its embedded broker or its
+    workers; without this they would live on as orphans, holding ports, memory
+    and RocksDB locks that the restarted crawl needs.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+
+    def preexec() -> None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(sig), 0, 0, 0)  # PR_SET_PDEATHSIG
+
+    return preexec
 
 
 def tansu_binary() -> str:
@@ -76,6 +97,7 @@ class EmbeddedBroker:
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
+            preexec_fn=die_with_parent(),
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

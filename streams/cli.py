@@ -252,11 +252,14 @@ def broker_for(settings: Settings) -> Iterator[Settings]:
         return
     from streams.admin import forget_changelog_offsets
     from streams.broker import EmbeddedBroker
+    from streams.resume import plan_resume, push_resume
 
     Path(settings.data_dir).mkdir(parents=True, exist_ok=True)
     # A fresh in-memory broker has empty changelogs: local tables are the state.
     for worker_data in [Path(settings.data_dir), *Path(settings.data_dir).glob("worker-*")]:
         forget_changelog_offsets(worker_data)
+    # ... and the messages between stages are gone: work out what they carried.
+    plan = plan_resume(settings.data_dir, settings.partitions)
     with EmbeddedBroker(log_path=Path(settings.data_dir) / "broker.log") as broker:
         defaults = Settings()
         tuned = {
@@ -264,7 +267,20 @@ def broker_for(settings: Settings) -> Iterator[Settings]:
             for name, value in EMBEDDED_GROUP_TIMEOUTS.items()
             if getattr(settings, name) == getattr(defaults, name)
         }
-        yield settings.with_overrides(bootstrap=broker.bootstrap, **tuned)
+        effective = settings.with_overrides(bootstrap=broker.bootstrap, **tuned)
+        if plan is not None:
+            from streams.admin import ensure_topics
+
+            ensure_topics(effective)
+            push_resume(effective.bootstrap, effective.app_id, plan)
+            print(
+                f"seine: resuming an interrupted crawl: {plan.lost_count} of {plan.seen} seen "
+                f"URLs re-queued, {plan.link_count} links of {plan.stored_pages} stored pages "
+                f"re-sent to url-filter ({plan.seconds:.1f}s)",
+                file=sys.stderr,
+                flush=True,
+            )
+        yield effective
 
 
 def _read_seeds(args: argparse.Namespace) -> list[str]:
@@ -276,12 +292,15 @@ def _read_seeds(args: argparse.Namespace) -> list[str]:
     return seeds
 
 
-def run_crawl(settings: Settings, seeds: list[str], until_idle: bool) -> int:
+def run_crawl(
+    settings: Settings, seeds: list[str], until_idle: bool, *, drain_on_sigint: bool = False
+) -> int:
     from streams.app import create_app, run_worker
 
     with broker_for(settings) as effective:
         seine = create_app(effective)
         seine.until_idle = until_idle
+        seine.drain_on_sigint = drain_on_sigint
         seine.initial_seeds = seeds
         progress = Progress(total=effective.max_pages or None)
         seine.on_progress = progress
@@ -560,7 +579,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
                 with broker_for(settings) as effective:
                     return run_workers(effective, seeds, args.workers, args.until_idle)
-            return run_crawl(settings, seeds, args.until_idle)
+            return run_crawl(settings, seeds, args.until_idle, drain_on_sigint=True)
         if args.command == "worker":
             settings = _settings_from(args)
             if not settings.bootstrap:

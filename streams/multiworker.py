@@ -81,6 +81,7 @@ def run_workers(settings: Settings, seeds: list[str], workers: int, until_idle: 
     from confluent_kafka import Producer
 
     from streams.admin import ensure_topics
+    from streams.broker import die_with_parent
     from streams.core.partitioning import partition_for
     from streams.core.urls import host_of, site_key
 
@@ -111,6 +112,7 @@ def run_workers(settings: Settings, seeds: list[str], workers: int, until_idle: 
                 stdin=subprocess.DEVNULL,
                 stdout=open(directory / "worker.log", "ab"),  # noqa: SIM115
                 stderr=subprocess.STDOUT,
+                preexec_fn=die_with_parent(signal.SIGTERM),
             )
         )
     stopping = False

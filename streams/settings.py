@@ -57,6 +57,8 @@ class Settings:
     #: Seconds a dispatched fetch may stay unanswered before the frontier re-dispatches it.
     fetch_lease: float = 120.0
     robots_retry: float = 60.0
+    #: Longest a Ctrl-C'd `seine crawl` drains (in-flight work to the end) before it stops.
+    drain_timeout: float = 60.0
     #: Faust consumer-group timeouts; small values make the embedded broker join fast.
     session_timeout: float = 30.0
     rebalance_timeout: float = 30.0

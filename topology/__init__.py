@@ -121,7 +121,7 @@ STAGES: tuple[StageSpec, ...] = (
         "frontier",
         FRONTIER,
         (FETCH, CRAWL_LOG),
-        ("hosts", "queue"),
+        ("hosts", "queue", "done"),
         doc="Per-host FIFO queues, robots.txt, one request in flight per host, delays.",
     ),
     StageSpec(

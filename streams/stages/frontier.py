@@ -8,7 +8,7 @@ rather than timers that touch tables directly.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, MutableMapping
 from typing import Any
 
 import topology
@@ -23,32 +23,48 @@ def handle(
     frontier: Frontier,
     host_states: Iterable[tuple[str, HostState]],
     out: Outbox,
+    done: MutableMapping[str, str] | None = None,
+    *,
+    dispatch: bool = True,
 ) -> None:
+    """Handle one frontier event of `partition`.
+
+    `done` records the URLs whose crawl ended without a stored page (an error, a
+    redirect, robots-disallowed, a parked host): with the page store it is what
+    lets a resume over a data dir whose topics were lost (streams/resume.py)
+    tell a finished URL from one lost in transit.
+    """
     if not frontier.knows_partition(partition):
         frontier.adopt(partition, host_states)
     decisions: list[Decision] = []
     for candidate in event["new_urls"]:
         frontier.enqueue(candidate["url"], candidate["depth"], candidate["priority"])
-    for done in event["completions"]:
+    for completion in event["completions"]:
         decisions.extend(
             frontier.complete(
-                done["host"],
-                done["kind"],
-                done["status"],
-                done["outcome"],
-                done["elapsed_ms"],
-                done["finished_at"],
-                done["retry_after"],
-                done["body"],
+                completion["host"],
+                completion["kind"],
+                completion["status"],
+                completion["outcome"],
+                completion["elapsed_ms"],
+                completion["finished_at"],
+                completion["retry_after"],
+                completion["body"],
             )
         )
-    dispatches, more = frontier.due(partition)
-    decisions.extend(more)
-    dispatches.extend(frontier.expire_leases(partition))
+        if done is not None and completion["kind"] == "page" and completion["outcome"] != "fetched":
+            done[completion["url"]] = completion["outcome"]
+    dispatches: list[Dispatch] = []
+    if dispatch:  # not while draining before a stop
+        dispatches, more = frontier.due(partition)
+        decisions.extend(more)
+        dispatches.extend(frontier.expire_leases(partition))
     frontier.flush()
-    for dispatch in dispatches:
-        out.add(topology.FETCH, partition, _request(dispatch))
+    for due in dispatches:
+        out.add(topology.FETCH, partition, _request(due))
     for decision in decisions:
+        if done is not None:
+            done[decision.url] = decision.outcome
         out.log(
             crawl_log_record(
                 decision.url,
