@@ -7,6 +7,7 @@ and then the topic no longer matches the tables co-partitioned with it.
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -40,7 +41,7 @@ def ensure_topics(settings: Settings, timeout: float = 20.0) -> list[str]:
                 f"{count}: use --partitions {found} or a new app id"
             )
     missing = [
-        NewTopic(name, num_partitions=count, replication_factor=-1)
+        NewTopic(name, num_partitions=count, replication_factor=settings.replication_factor)
         for name, count in wanted.items()
         if name not in metadata.topics or metadata.topics[name].error is not None
     ]
@@ -83,3 +84,66 @@ def forget_changelog_offsets(data_dir: str | Path) -> int:
         finally:
             db.close()
     return touched
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m streams.admin",
+        description="Create every topic of topology/ with its partition count (SEINE_* "
+        "settings apply: SEINE_BOOTSTRAP, SEINE_APP_ID, SEINE_PARTITIONS, "
+        "SEINE_REPLICATION_FACTOR).",
+    )
+    parser.add_argument("--bootstrap", help="Kafka bootstrap HOST:PORT[,...]")
+    parser.add_argument("--partitions", type=int, help="partitions of host-scoped topics")
+    parser.add_argument(
+        "--replication-factor", dest="replication_factor", type=int, help="replicas per topic"
+    )
+    parser.add_argument(
+        "--wait",
+        type=float,
+        default=0.0,
+        help="keep retrying for this many seconds while the brokers do not answer",
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m streams.admin`: the deployment step that creates the topics."""
+    import sys
+    import time
+
+    from streams.settings import load_settings
+
+    args = build_parser().parse_args(argv)
+    settings = load_settings(
+        overrides={
+            "bootstrap": args.bootstrap,
+            "partitions": args.partitions,
+            "replication_factor": args.replication_factor,
+        }
+    )
+    if not settings.bootstrap:
+        print("streams.admin: --bootstrap (or SEINE_BOOTSTRAP) is required", file=sys.stderr)
+        return 2
+    deadline = time.monotonic() + args.wait
+    while True:
+        try:
+            created = ensure_topics(settings)
+            break
+        except TopologyMismatch as exc:
+            print(f"streams.admin: {exc}", file=sys.stderr)
+            return 1
+        except Exception as exc:  # brokers not up yet
+            if time.monotonic() >= deadline:
+                print(f"streams.admin: {exc}", file=sys.stderr)
+                return 1
+            time.sleep(2.0)  # a retry interval while the cluster starts
+    print(
+        f"streams.admin: {len(created)} topics created, "
+        f"{len(expected_partitions(settings)) - len(created)} already there"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -150,6 +150,8 @@ def faust_app(settings: Settings) -> faust.App:
         store="rocksdb://",
         datadir=str(data / "faust"),
         topic_partitions=settings.partitions,
+        # Faust's own default is 1: a changelog on one broker is lost with that broker.
+        topic_replication_factor=max(settings.replication_factor, 1),
         topic_allow_declare=True,
         topic_disable_leader=True,
         web_enabled=settings.web_enabled,
@@ -167,6 +169,8 @@ def faust_app(settings: Settings) -> faust.App:
         Monitor=QuietMonitor,
         Table=ProducedTable,
         table_standby_replicas=settings.standby_replicas,
+        recovery_consistency_check=settings.recovery_consistency_check,
+        broker_commit_interval=settings.commit_interval,
     )
 
 

@@ -66,6 +66,8 @@ EMBEDDED_GROUP_TIMEOUTS: dict[str, Any] = {
     "heartbeat_interval": 1.0,
     # Tansu holds an empty fetch for the whole wait: keep hops short.
     "fetch_max_wait_ms": 20,
+    # Tansu's highwaters lag offsets it has served (see Settings): local tables win.
+    "recovery_consistency_check": False,
 }
 
 

@@ -29,6 +29,9 @@ class Settings:
     bootstrap: str = ""
     data_dir: str = "seine-data"
     partitions: int = 4
+    #: Replicas of every topic Seine or Faust creates (stages and table changelogs);
+    #: -1 = the broker's default. 3 on a production cluster (infra/docker-compose.yml).
+    replication_factor: int = -1
     #: Seconds between two requests to one host (on top of robots Crawl-delay).
     delay: float = 0.0
     #: Upper bound honoured for a robots.txt Crawl-delay, so a hostile value can't park a host.
@@ -74,6 +77,14 @@ class Settings:
     #: Standby copies of each table partition kept warm on other workers (Faust's
     #: table_standby_replicas). A standby consumes its changelog continuously.
     standby_replicas: int = 1
+    #: Faust refuses to recover a table partition whose persisted changelog offset is
+    #: past the topic's highwater (a wiped topic). Tansu, the embedded broker, reports
+    #: highwaters below offsets it has served after rebalances, so workers on it
+    #: crashed in the fault test; `seine crawl` turns the check off with it.
+    recovery_consistency_check: bool = True
+    #: Seconds between consumer offset commits (Faust's own default is 2.8). What a
+    #: killed worker handled since its last commit is handled again by the new owner.
+    commit_interval: float = 2.8
     log_level: str = "warning"
     #: Where a worker started by `seine crawl --workers N` reports its counters.
     status_file: str = ""

@@ -1,0 +1,165 @@
+"""Benchmark: a long crawl's memory and its throughput at the end against the start.
+
+Run (from the repo root; the ``bench`` extra provides psutil)::
+
+    .venv/bin/python bench/load.py                          # 1,000 hosts x 100 pages (issue 11)
+    .venv/bin/python bench/load.py --hosts 100 --pages 50   # a short run of the same shape
+
+One ``seine crawl --until-idle`` (embedded broker) crawls the demo web served by the
+Python demo server with pre-rendered responses. Recorded:
+
+* **total RSS**: the seine process tree (worker + Tansu) polled with psutil every 0.5 s;
+  the peak of the simultaneous sum, and the sum of each process's kernel high-water mark
+  (VmHWM), which no poll can miss. The goal is < 1.5 GB.
+* **pages/s, first tenth vs last tenth**: from the server's request log (the referee):
+  the page requests in order, the first and the last 10% of them, each tenth's count
+  over its own time span. The goal: the last within 20% of the first.
+* the load average before and after, since this machine is shared.
+
+Bounded by ``--timeout`` (40 min by default); the crawl is stopped on exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from streams.demo.server import read_request_log, start_server_process  # noqa: E402
+from streams.demo.webgen import WebSpec  # noqa: E402
+
+try:
+    import psutil
+except ImportError:  # pragma: no cover
+    sys.exit("bench/load.py needs psutil: .venv/bin/pip install -e '.[bench]'")
+
+
+def high_water_mark(pid: int) -> int:
+    """Linux VmHWM of a process in bytes (0 where unavailable)."""
+    with contextlib.suppress(OSError):
+        for line in Path(f"/proc/{pid}/status").read_bytes().splitlines():
+            if line.startswith(b"VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def tenths(requests: list[dict[str, Any]]) -> tuple[float, float]:
+    """pages/s of the first and of the last tenth of the page requests."""
+    starts = sorted(r["start"] for r in requests)
+    n = max(2, len(starts) // 10)
+
+    def rate(chunk: list[float]) -> float:
+        return len(chunk) / max(chunk[-1] - chunk[0], 1e-6)
+
+    return rate(starts[:n]), rate(starts[-n:])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--hosts", type=int, default=1000)
+    parser.add_argument("--pages", type=int, default=100)
+    parser.add_argument("--partitions", type=int, default=8)
+    parser.add_argument("--timeout", type=float, default=2400.0)
+    parser.add_argument("--keep", help="keep the data dir here")
+    args = parser.parse_args()
+    load_before = os.getloadavg()
+    spec = WebSpec(hosts=args.hosts, pages_per_host=args.pages, seed=7)
+    with tempfile.TemporaryDirectory(prefix="seine-load-") as tmp:
+        work = Path(tmp)
+        log = work / "requests.jsonl"
+        data = Path(args.keep) if args.keep else work / "data"
+        server = start_server_process(spec, log, work / "web", prerender=True, timeout=600)
+        try:
+            expected = len(server.web.reachable_allowed())
+            seeds = work / "seeds.txt"
+            seeds.write_text("\n".join(server.seeds) + "\n")
+            cmd = [sys.executable, "-m", "streams.cli", "crawl", "--seeds-file", str(seeds)]
+            cmd += ["--data-dir", str(data), "--partitions", str(args.partitions)]
+            cmd += ["--allow-private", "--until-idle"]
+            for host, addr in server.resolve.items():
+                cmd += ["--resolve", f"{host}={addr}"]
+            print(
+                f"load: {args.hosts} hosts x {args.pages} pages ({expected} reachable); "
+                f"load average {load_before[0]:.1f}",
+                flush=True,
+            )
+            started = time.monotonic()
+            proc = subprocess.Popen(
+                cmd,
+                cwd=REPO,
+                stdin=subprocess.DEVNULL,
+                stdout=open(work / "seine.out", "w"),  # noqa: SIM115
+                stderr=subprocess.STDOUT,
+            )
+            seen: dict[int, psutil.Process] = {}
+            hwm: dict[int, int] = {}
+            peak_sum = 0
+            samples: list[tuple[float, int]] = []
+            try:
+                while proc.poll() is None:
+                    if time.monotonic() - started > args.timeout:
+                        print("load: timeout; stopping the crawl", flush=True)
+                        proc.send_signal(signal.SIGINT)
+                        proc.wait(120)
+                        break
+                    with contextlib.suppress(psutil.Error):
+                        root = psutil.Process(proc.pid)
+                        for p in [root, *root.children(recursive=True)]:
+                            seen.setdefault(p.pid, p)
+                    total = 0
+                    for pid, p in list(seen.items()):
+                        with contextlib.suppress(psutil.Error):
+                            total += p.memory_info().rss
+                            hwm[pid] = max(hwm.get(pid, 0), high_water_mark(pid))
+                    peak_sum = max(peak_sum, total)
+                    samples.append((time.monotonic() - started, total))
+                    time.sleep(0.5)  # the sampling interval
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+            wall = time.monotonic() - started
+        finally:
+            server.stop()
+        pages = [r for r in read_request_log(log) if r["path"] != "/robots.txt"]
+        first, last = tenths(pages)
+        report = {
+            "hosts": args.hosts,
+            "pages_per_host": args.pages,
+            "reachable": expected,
+            "fetched": len(pages),
+            "unique_fetched": len({(r["host"], r["path"]) for r in pages}),
+            "wall_s": round(wall, 1),
+            "exit_code": proc.returncode,
+            "peak_rss_sum_sampled_mb": round(peak_sum / 2**20),
+            "peak_rss_sum_of_vmhwm_mb": round(sum(hwm.values()) / 2**20),
+            "rss_mb_at_quarters": [
+                round(samples[int(len(samples) * q) - 1][1] / 2**20)
+                for q in (0.25, 0.5, 0.75, 1.0)
+                if samples
+            ],
+            "pages_per_s_first_tenth": round(first, 1),
+            "pages_per_s_last_tenth": round(last, 1),
+            "last_vs_first": round(last / first, 3) if first else None,
+            "load_average_before_after": [round(load_before[0], 1), round(os.getloadavg()[0], 1)],
+        }
+        print(json.dumps(report, indent=1))
+        print((work / "seine.out").read_text()[-600:])
+        ok = report["peak_rss_sum_of_vmhwm_mb"] < 1536 and last >= 0.8 * first
+        print(f"load: goals {'met' if ok else 'NOT met'} (RSS < 1.5 GB, last tenth >= 80%)")
+        return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
