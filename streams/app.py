@@ -32,7 +32,7 @@ from streams.core.frontier import Frontier, Politeness
 from streams.core.pagestore import PageStore
 from streams.core.poison import oversized, screen
 from streams.core.seeds import InvalidSeed
-from streams.kafka_tuning import set_fetch_max_wait
+from streams.kafka_tuning import set_fetch_max_wait, stop_verifying_highwaters, verify_highwaters
 from streams.multiworker import write_status
 from streams.producer import hook_into_commits
 from streams.quiet_monitor import QuietMonitor
@@ -144,6 +144,10 @@ def set_current_event(event: Any) -> None:
 def faust_app(settings: Settings) -> faust.App:
     data = Path(settings.data_dir)
     set_fetch_max_wait(settings.fetch_max_wait_ms)
+    if settings.verify_highwaters:
+        verify_highwaters(settings.bootstrap)
+    else:
+        stop_verifying_highwaters()
     return faust.App(
         settings.app_id,
         broker=f"kafka://{settings.bootstrap}",
