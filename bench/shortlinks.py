@@ -1,8 +1,8 @@
 """Benchmark short links: redirects per second with p50/p99 latency, and creation rate.
 
-Run:  .venv/bin/python bench/shortlinks.py                       (embedded broker, ~1.5 min)
-      .venv/bin/python bench/shortlinks.py --client raw          (a lighter HTTP client)
-      .venv/bin/python bench/shortlinks.py --client raw --hot 100 (100 hot links)
+Run:  .venv/bin/python bench/shortlinks.py                       (embedded broker, wrk, ~1 min)
+      .venv/bin/python bench/shortlinks.py --hot 100             (100 hot links)
+      .venv/bin/python bench/shortlinks.py --client raw          (a Python client, no wrk)
       .venv/bin/python bench/shortlinks.py --bootstrap HOST:PORT  (an existing broker)
 
 What it answers (issue 9): can one worker answer >= 5,000 redirects/s on one core with
@@ -20,15 +20,26 @@ How it measures, and why:
   loopback source addresses (127.0.0.2...), at most ``burst`` per address: the figure
   is the server's creation capacity, not the limiter's.
 * Redirects: GET /s/CODE over keep-alive connections, codes drawn round-robin from the
-  created links (``--hot N``: from the first N only), ``--concurrency`` requests in
-  flight, at most ``--redirects`` requests and ``--seconds`` seconds after a warm-up.
-  Every answer must be a 302; latency is measured per request on the client
-  (perf_counter around send+response). Round-robin over all links is the worst case
-  for click counting (each click of a flush interval is a different code, so a table
-  write); real traffic, with hot links, aggregates better (``--hot 100``).
+  created links (``--hot N``: from the first N only), ``--connections`` requests in
+  flight, for ``--seconds`` seconds after a warm-up. The load generator is ``wrk`` (one
+  thread, C, ``bench/shortlinks_wrk.lua`` spreads the requests over the codes and
+  prints a JSON summary): a Python client needs about as much CPU per request as the
+  server, so on two cores it measured itself as much as the server. ``--client
+  aiohttp|raw`` keeps the Python clients (no wrk needed; they also stop after
+  ``--redirects`` requests). Every answer must be a 302 (wrk counts any other status
+  as an error); latency is per request on the client, closed loop. Round-robin over
+  all links is the worst case for click counting (every code is clicked in every
+  counting window, so a table write per code and window); real traffic, with hot
+  links, aggregates better (``--hot 100``).
+* Two ways in: the worker's dedicated redirect listener (``--redirect-port``,
+  streams/web/redirect_server.py), which short URLs point at, and the same route on
+  the worker's aiohttp web server; both are measured, listener first.
 * A bare aiohttp app answering the same redirects from a dict (uvloop, same core,
-  same client) is measured after the worker: what this machine allows right now,
-  before any Seine code runs (``--no-peer`` skips it).
+  same client, same codes) is measured after the worker, and the report gives
+  Seine / bare: what this machine allows right now, before any Seine code runs
+  (``--no-peer`` skips it).
+* The embedded broker is pinned to the client's CPU: the worker's core serves the
+  redirects and whatever the worker itself does (click events, consumer fetches).
 * The worker's CPU time (user+system, all its threads, from /proc) is sampled around
   the redirect phase, so the report also gives redirects per worker CPU-second: on a
   shared, loaded machine that is the steadier "per core" figure, wall-clock rps the
@@ -43,6 +54,7 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -78,17 +90,20 @@ def cpu_seconds(pid: int) -> float:
 
 
 @contextlib.contextmanager
-def broker_at(bootstrap: str | None, workdir: Path) -> Iterator[str]:
+def broker_at(bootstrap: str | None, workdir: Path, pin: bool) -> Iterator[str]:
     if bootstrap:
         yield bootstrap
         return
     with EmbeddedBroker(log_path=workdir / "tansu.log") as broker:
+        proc = getattr(broker, "_proc", None)
+        if pin and proc is not None and (os.cpu_count() or 1) >= 2:
+            os.sched_setaffinity(proc.pid, {1})  # the client's CPU, not the worker's
         yield broker.bootstrap
 
 
 @contextlib.contextmanager
 def worker(
-    bootstrap: str, workdir: Path, port: int, pin: bool
+    bootstrap: str, workdir: Path, port: int, redirect_port: int, pin: bool
 ) -> Iterator[subprocess.Popen[bytes]]:
     env = dict(os.environ)
     env.update(
@@ -103,6 +118,7 @@ def worker(
     )
     args = [sys.executable, "-m", "streams.cli", "worker", "--bootstrap", bootstrap]
     args += ["--web-port", str(port), "--data-dir", str(workdir / "worker")]
+    args += ["--redirect-port", str(redirect_port)]
     log = (workdir / "worker.log").open("wb")
     proc = subprocess.Popen(
         args, env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
@@ -120,6 +136,40 @@ def worker(
             proc.kill()
             proc.wait()
         log.close()
+
+
+@contextlib.contextmanager
+def profiled(pid: int, output: str | None, seconds: float) -> Iterator[None]:
+    """py-spy (sampling, native frames off) on the worker while the block runs, into
+    `output` (.svg flame graph, or .txt for py-spy's collapsed stacks)."""
+    if not output:
+        yield
+        return
+    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    fmt = "raw" if output.endswith(".txt") else "flamegraph"
+    proc = subprocess.Popen(
+        [
+            spy,
+            "record",
+            "--pid",
+            str(pid),
+            "--rate",
+            "200",
+            "--nonblocking",
+            "--threads",
+            "--format",
+            fmt,
+            "-o",
+            output,
+            "--duration",
+            str(round(seconds + 6)),
+        ],
+        stdin=subprocess.DEVNULL,
+    )
+    try:
+        yield
+    finally:
+        proc.wait(seconds + 60)
 
 
 async def wait_ready(base: str, deadline_s: float) -> float:
@@ -249,6 +299,58 @@ async def redirects_raw(
     return latencies, statuses, time.perf_counter() - started
 
 
+WRK_SCRIPT = REPO / "bench" / "shortlinks_wrk.lua"
+
+
+async def redirects_wrk(
+    port: int, codes: list[str], connections: int, seconds: float
+) -> dict[str, Any]:
+    """One bounded wrk run (one thread, `connections` keep-alive connections, `seconds`
+    seconds, a 2 s request timeout); wrk runs on this process's CPU (the client's)."""
+    wrk = shutil.which("wrk")
+    if wrk is None:
+        raise SystemExit("wrk is not installed (apt-get install wrk), or use --client raw")
+    with tempfile.NamedTemporaryFile("w", suffix=".codes", delete=False) as f:
+        f.write("\n".join(codes) + "\n")
+        codes_file = f.name
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *(wrk, "-t1", f"-c{connections}", f"-d{max(1, round(seconds))}s", "--timeout", "2s"),
+            *("-s", str(WRK_SCRIPT), f"http://127.0.0.1:{port}/", "--", codes_file),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        out, err = await asyncio.wait_for(proc.communicate(), seconds + 30)
+    finally:
+        os.unlink(codes_file)
+    lines = out.decode().strip().splitlines()
+    if proc.returncode != 0 or not lines or not lines[-1].startswith("{"):
+        raise SystemExit(f"wrk failed ({proc.returncode}): {out.decode()} {err.decode()}")
+    summary: dict[str, Any] = json.loads(lines[-1])
+    return summary
+
+
+def summarize_wrk(summary: dict[str, Any], cpu: float | None) -> dict[str, Any]:
+    done = summary["requests"]
+    seconds = summary["duration_us"] / 1e6
+    errors = {k[7:]: v for k, v in summary.items() if k.startswith("errors_") and v}
+    out: dict[str, Any] = {
+        "requests": done,
+        "errors": errors,
+        "seconds": round(seconds, 3),
+        "per_second": round(done / seconds, 1),
+        "p50_ms": round(summary["p50_us"] / 1000, 3),
+        "p90_ms": round(summary["p90_us"] / 1000, 3),
+        "p99_ms": round(summary["p99_us"] / 1000, 3),
+        "p999_ms": round(summary["p999_us"] / 1000, 3),
+        "max_ms": round(summary["max_us"] / 1000, 3),
+    }
+    if cpu is not None:
+        out["server_cpu_s"] = round(cpu, 2)
+        out["per_server_cpu_second"] = round(done / cpu, 1) if cpu > 0 else None
+    return out
+
+
 PEER_SERVER = """
 import sys, uvloop
 from aiohttp import web
@@ -296,13 +398,32 @@ async def wait_port(port: int, deadline_s: float) -> None:
     raise TimeoutError(f"nothing listens on {port} after {deadline_s}s")
 
 
+async def measure_redirects(
+    args: argparse.Namespace, pid: int, port: int, codes: list[str]
+) -> dict[str, Any]:
+    """Warm up, then one measured, bounded redirect phase against the server `pid`."""
+    if args.client == "wrk":
+        await redirects_wrk(port, codes, args.connections, 2.0)
+        await asyncio.sleep(1.0)
+        cpu_before = cpu_seconds(pid)
+        summary = await redirects_wrk(port, codes, args.connections, args.seconds)
+        return summarize_wrk(summary, cpu_seconds(pid) - cpu_before)
+    await redirect_load(args, port, codes, min(2000, args.redirects), 10.0)
+    await asyncio.sleep(1.0)
+    cpu_before = cpu_seconds(pid)
+    latencies, statuses, elapsed = await redirect_load(
+        args, port, codes, args.redirects, args.seconds
+    )
+    return summarize(latencies, statuses, elapsed, cpu_seconds(pid) - cpu_before)
+
+
 async def redirect_load(
     args: argparse.Namespace, port: int, codes: list[str], count: int, seconds: float
 ) -> tuple[list[float], dict[int, int], float]:
     if args.client == "raw":
-        return await redirects_raw("127.0.0.1", port, codes, args.concurrency, count, seconds)
+        return await redirects_raw("127.0.0.1", port, codes, args.connections, count, seconds)
     base = f"http://127.0.0.1:{port}"
-    return await redirects_aiohttp(base, codes, args.concurrency, count, seconds)
+    return await redirects_aiohttp(base, codes, args.connections, count, seconds)
 
 
 def summarize(
@@ -329,15 +450,10 @@ async def run_peer(args: argparse.Namespace, codes: list[str]) -> dict[str, Any]
     port = free_port()
     with peer_server(port, args.pin) as proc:
         await wait_port(port, 20.0)
-        await redirect_load(args, port, codes, min(2000, args.redirects), 10.0)
-        cpu_before = cpu_seconds(proc.pid)
-        latencies, statuses, elapsed = await redirect_load(
-            args, port, codes, args.redirects, args.seconds
-        )
-        return summarize(latencies, statuses, elapsed, cpu_seconds(proc.pid) - cpu_before)
+        return await measure_redirects(args, proc.pid, port, codes)
 
 
-async def run(args: argparse.Namespace, pid: int, port: int) -> dict[str, Any]:
+async def run(args: argparse.Namespace, pid: int, port: int, redirect_port: int) -> dict[str, Any]:
     base = f"http://127.0.0.1:{port}"
     ready_after = await wait_ready(base, 90.0)
     urls = [
@@ -354,20 +470,17 @@ async def run(args: argparse.Namespace, pid: int, port: int) -> dict[str, Any]:
     if not codes:
         raise SystemExit(f"no link created: {created['statuses']}")
 
-    await redirect_load(args, port, codes, min(2000, args.redirects), 10.0)  # warm-up
     idle_before = cpu_seconds(pid)
     await asyncio.sleep(2.0)
     idle_cpu_per_s = (cpu_seconds(pid) - idle_before) / 2.0
-    cpu_before = cpu_seconds(pid)
-    latencies, statuses, elapsed = await redirect_load(
-        args, port, codes, args.redirects, args.seconds
-    )
-    redirects = summarize(latencies, statuses, elapsed, cpu_seconds(pid) - cpu_before)
+    with profiled(pid, args.profile, args.seconds):
+        redirects = await measure_redirects(args, pid, redirect_port, codes)
     redirects["client"] = args.client
     redirects["distinct_codes"] = len(codes)
-    redirects["concurrency"] = args.concurrency
+    redirects["connections"] = args.connections
     # What the worker burns with no request at all (consumer fetch loop, timers).
     redirects["worker_idle_cpu_per_s"] = round(idle_cpu_per_s, 3)
+    web_route = await measure_redirects(args, pid, port, codes) if args.web_route else None
 
     # Clicks are counted asynchronously: report how many reached the table.
     async with (
@@ -382,10 +495,10 @@ async def run(args: argparse.Namespace, pid: int, port: int) -> dict[str, Any]:
         "create_new": created,
         "create_existing": again,
         "redirects": redirects,
+        "redirects_via_aiohttp_web_server": web_route,
         "codes": codes,
         "clicks_counted_for_first_code": info.get("clicks"),
         "pinned": args.pin,
-        "loadavg_at_end": os.getloadavg(),
     }
 
 
@@ -407,10 +520,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--bootstrap", help="Kafka bootstrap (default: embedded broker)")
     parser.add_argument("--links", type=int, default=2000, help="links to create")
-    parser.add_argument("--redirects", type=int, default=100_000, help="most redirects sent")
-    parser.add_argument("--seconds", type=float, default=20.0, help="redirect phase time limit")
-    parser.add_argument("--concurrency", type=int, default=16, help="requests in flight")
-    parser.add_argument("--client", choices=("aiohttp", "raw"), default="aiohttp")
+    parser.add_argument(
+        "--redirects", type=int, default=100_000, help="most redirects sent (Python clients)"
+    )
+    parser.add_argument("--seconds", type=float, default=10.0, help="redirect phase time limit")
+    parser.add_argument(
+        "--connections", type=int, default=16, help="keep-alive connections, one request each"
+    )
+    parser.add_argument("--concurrency", type=int, default=16, help="creation requests in flight")
+    parser.add_argument("--client", choices=("wrk", "aiohttp", "raw"), default="wrk")
     parser.add_argument(
         "--hot",
         type=int,
@@ -418,24 +536,40 @@ def main() -> None:
         help="redirect to only the first N links (default: all, round-robin: every click "
         "is then a distinct code, the worst case for click counting)",
     )
+    parser.add_argument(
+        "--profile", metavar="FILE", help="py-spy the worker during the redirects (.svg/.txt)"
+    )
     parser.add_argument("--no-pin", dest="pin", action="store_false", help="no CPU pinning")
+    parser.add_argument(
+        "--no-web-route",
+        dest="web_route",
+        action="store_false",
+        help="skip measuring /s/CODE on the worker's aiohttp web server",
+    )
     parser.add_argument(
         "--no-peer", dest="peer", action="store_false", help="skip the bare aiohttp reference"
     )
     args = parser.parse_args()
+    load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="seine-bench-links-") as tmp:
         workdir = Path(tmp)
-        with broker_at(args.bootstrap, workdir) as bootstrap:
-            port = free_port()
-            with worker(bootstrap, workdir, port, args.pin) as proc:
+        with broker_at(args.bootstrap, workdir, args.pin) as bootstrap:
+            port, redirect_port = free_port(), free_port()
+            with worker(bootstrap, workdir, port, redirect_port, args.pin) as proc:
                 try:
-                    result = run_async(run(args, proc.pid, port))
+                    result = run_async(run(args, proc.pid, port, redirect_port))
                 except BaseException:
                     sys.stderr.write((workdir / "worker.log").read_text("utf-8", "replace")[-4000:])
                     raise
             codes = codes_of(result)
             if args.peer:
-                result["peer_bare_aiohttp_redirects"] = run_async(run_peer(args, codes))
+                peer = run_async(run_peer(args, codes))
+                result["peer_bare_aiohttp_redirects"] = peer
+                result["seine_over_bare_aiohttp"] = round(
+                    result["redirects"]["per_second"] / peer["per_second"], 3
+                )
+    result["loadavg_before"] = [round(x, 2) for x in load_before]
+    result["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
     print(json.dumps(result, indent=2))
 
 

@@ -472,7 +472,7 @@ def create_app(settings: Settings) -> SeineApp:
         elif now - seine.idle_since >= 1.0:
             seine.stop(0)
 
-    register_shortlinks(app, settings, table)
+    register_shortlinks(app, settings, table, click_count_window=settings.link_click_window)
     register_pages(app, settings, store, ctx.url_partition)
     if settings.web_enabled:
         register_observe(seine)

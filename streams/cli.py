@@ -113,6 +113,13 @@ def _crawl_flags(parser: argparse.ArgumentParser, *, bootstrap_required: bool = 
     parser.add_argument(
         "--web-port", dest="web_port", type=int, help="serve the web API on this localhost port"
     )
+    parser.add_argument(
+        "--redirect-port",
+        dest="redirect_port",
+        type=int,
+        help="also serve short-link redirects (GET /s/CODE) on this localhost port, "
+        "through a lighter listener than the web API's",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -233,6 +240,7 @@ def _settings_from(args: argparse.Namespace, **extra: Any) -> Settings:
         "user_agent",
         "web_port",
         "app_id",
+        "redirect_port",
     ):
         value = getattr(args, name, None)
         if value is not None:
@@ -445,6 +453,14 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _retry_after(value: str | None) -> float:
+    """Seconds to wait from a Retry-After header (seconds form), kept within 0.2–5."""
+    try:
+        return min(5.0, max(0.2, float(value or 1)))
+    except ValueError:
+        return 1.0
+
+
 def cmd_shorten(args: argparse.Namespace) -> int:
     """POST /links on a worker (any worker: it forwards to the owner) and print the short URL."""
     import urllib.error
@@ -462,17 +478,24 @@ def cmd_shorten(args: argparse.Namespace) -> int:
         headers={"Content-Type": "application/json"},
         method="POST",
     )
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            print(json.loads(response.read())["short_url"])
-        return 0
-    except urllib.error.HTTPError as exc:
-        reason = exc.read().decode("utf-8", "replace")
-        with contextlib.suppress(ValueError, KeyError, TypeError):
-            reason = json.loads(reason)["error"]
-        print(f"seine shorten: {exc.code}: {reason}", file=sys.stderr)
-    except (urllib.error.URLError, OSError) as exc:
-        print(f"seine shorten: cannot reach {args.web}: {exc}", file=sys.stderr)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                print(json.loads(response.read())["short_url"])
+            return 0
+        except urllib.error.HTTPError as exc:
+            reason = exc.read().decode("utf-8", "replace")
+            with contextlib.suppress(ValueError, KeyError, TypeError):
+                reason = json.loads(reason)["error"]
+            if exc.code == 503 and time.monotonic() < deadline:
+                # Partitions moving between workers: the server says when to retry.
+                time.sleep(_retry_after(exc.headers.get("Retry-After")))
+                continue
+            print(f"seine shorten: {exc.code}: {reason}", file=sys.stderr)
+        except (urllib.error.URLError, OSError) as exc:
+            print(f"seine shorten: cannot reach {args.web}: {exc}", file=sys.stderr)
+        break
     return 1
 
 

@@ -71,6 +71,13 @@ class Settings:
     web_enabled: bool = False
     web_bind: str = "127.0.0.1"
     web_port: int = 6066
+    #: Port of the dedicated short-link redirect listener (GET /s/{code} only, on
+    #: web_bind; streams/web/redirect_server.py); 0: redirects only on web_port.
+    redirect_port: int = 0
+    #: Seconds of click messages the click-counting agent gathers before writing the
+    #: counts (one table write per clicked code per window). The messages stay
+    #: unacknowledged meanwhile, so a rebalance may wait up to one window for them.
+    link_click_window: float = 2.0
     #: url-seen Bloom filter per partition: expected URLs, and target false-positive rate.
     bloom_capacity: int = 1_000_000
     bloom_error_rate: float = 0.01

@@ -26,12 +26,19 @@ How the pieces fit (the rules themselves are in ``streams.core.shortcodes``):
   requests for one URL on the owner also share one in-flight creation.
 * **Redirects** read the code table (outside an event: a read only) through an
   in-process LRU cache; a link never changes except by expiring, so the cache
-  needs no invalidation beyond checking expiry on every hit. Each redirect
-  appends a click event (code, time); a timer sends them every second as one
-  message per partition to ``link-clicks`` (a Kafka message per redirect would
-  cost more than the redirect), where an agent adds them to the click-count
-  table, one write per clicked code per message. Clicks not yet sent when a
-  worker dies are lost (at most a second of them).
+  needs no invalidation beyond checking expiry on every hit. ``redirect_answer``
+  is the one place that decides; two listeners call it: the route on aiohttp's
+  router (added directly, without Faust's view dispatch and sensors) and, with
+  ``Settings.redirect_port``, the dedicated listener of
+  ``streams.web.redirect_server`` (several times cheaper per redirect; short URLs
+  point at it). Each redirect appends a click event (code, time); a timer sends
+  them every second as one message per partition to ``link-clicks`` through the
+  confluent producer (a Kafka message per redirect would cost more than the
+  redirect), where an agent gathers up to ``click_count_window`` seconds of
+  messages and adds them to the click-count table, one write per clicked code
+  per window (a table write costs more than many redirects). Clicks not yet sent
+  when a worker dies are lost (at most a second of them); messages gathered but
+  not yet counted are not acknowledged, so they are counted after a restart.
 * **Expiry** is checked on every read (410), and a timer sends a sweep tick to
   each owned partition; the agent deletes links expired for longer than a grace
   period (they answer 404 from then on).
@@ -51,12 +58,14 @@ import json
 import logging
 import time
 import uuid
+import weakref
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import aiohttp
+import faust.streams as faust_streams
 from aiohttp import web
 from faust.types import TP
 from faust.web import View
@@ -77,10 +86,13 @@ from streams.core.shortcodes import (
 )
 from streams.core.urls import canonical
 from streams.settings import Settings
+from streams.web.redirect_server import FORWARD, Answer, RedirectServer
 
 log = logging.getLogger("seine.shortlinks")
 
 ROUTED_HEADER = "X-Seine-Routed-For"
+#: Where the entry worker serves short URLs: the owner writes short_url with it.
+SHORT_BASE_HEADER = "X-Seine-Short-Base"
 CREATE_TOPIC = "links-create"
 CLICKS_TOPIC = "link-clicks"
 
@@ -105,6 +117,12 @@ class ShortLinkOptions:
     #: message per partition, and the counting agent writes each clicked code once
     #: per message: a longer interval means fewer table writes for popular links.
     click_flush_interval: float = 1.0
+    #: Most seconds (and click messages) the counting agent gathers before it writes
+    #: the counts: one table write per clicked code per window, whatever the number
+    #: of clicks or workers sending them. Messages are acknowledged only once handled
+    #: (so a rebalance waits for at most one window of them).
+    click_count_window: float = 2.0
+    click_count_batch: int = 1024
     max_body_bytes: int = 16 * 1024
 
 
@@ -162,6 +180,7 @@ class ShortLinks:
         self.unsent_clicks: defaultdict[int, list[list[Any]]] = defaultdict(list)
         self.created = 0
         self.redirects = 0
+        self.redirect_server: RedirectServer | None = None
 
     def _topic(self, name: str) -> Any:
         # internal=True: Faust creates the topic (with these partitions) before
@@ -188,6 +207,26 @@ class ShortLinks:
         app.on_rebalance_complete.connect(self._on_rebalance_complete)
         for path, view in self._views().items():
             app.page(path)(view)
+        if self.settings.web_enabled:
+            # The redirect route goes straight on aiohttp's router: no Faust view
+            # dispatch and sensors for the one request that comes by the thousand.
+            app.web.web_app.router.add_get("/s/{code}", self.handle_redirect_request)
+        if self.settings.redirect_port and self.settings.web_enabled:
+            # Needs the web server: it forwards codes of other workers' partitions there.
+            app.task(self._redirect_listener_task())
+
+    def _redirect_listener_task(self) -> Callable[[], Any]:
+        async def serve_redirects() -> None:
+            server = RedirectServer(self.redirect_answer, self.forward_redirect)
+            self.redirect_server = server
+            port = await server.start(self.settings.web_bind, self.settings.redirect_port)
+            log.info("redirects served on %s:%d", self.settings.web_bind, port)
+            try:
+                await asyncio.Event().wait()  # until the app stops and cancels its tasks
+            finally:
+                await server.stop()
+
+        return serve_redirects
 
     def _use_loopback_canonical_url(self) -> None:
         """Workers find each other's web servers by their canonical URL, which Faust
@@ -278,22 +317,46 @@ class ShortLinks:
             log.info("links: swept %d expired links from partition %d", len(swept), partition)
 
     def _clicks_agent(self) -> Callable[[Any], Any]:
+        window = self.options.click_count_window
+        batch = self.options.click_count_batch
+
         async def link_clicks(stream: Any) -> None:
-            async for event in stream.events():
+            async for events in stream.take_events(batch, within=window):
                 try:
-                    partition = event.message.partition
-                    counts = Counter(click[0] for click in json.loads(event.value)["clicks"])
-                    for i, (code, count) in enumerate(counts.items(), 1):
-                        if partition_for(code, self.partitions) == partition:
-                            self.clicks[code] = int(self.clicks.get(code) or 0) + count
-                        if i % 64 == 0:
-                            # Hundreds of table writes in one go would hold up the
-                            # redirects queued behind them: let them through.
-                            await asyncio.sleep(0)
+                    await self._count_clicks(events)
                 except Exception:
-                    log.exception("link-clicks: cannot handle a message")
+                    log.exception("link-clicks: cannot count a batch of click messages")
 
         return link_clicks
+
+    async def _count_clicks(self, events: list[Any]) -> None:
+        """Add a window of click messages to the counts: one write per code and window.
+
+        A table write goes to the changelog partition of the current event, so the
+        counts of each partition are written while one of its events is current."""
+        counts: defaultdict[int, Counter[str]] = defaultdict(Counter)
+        last_event: dict[int, Any] = {}
+        for event in events:
+            partition = event.message.partition
+            try:
+                clicks = json.loads(event.value)["clicks"]
+                counts[partition].update(click[0] for click in clicks)
+            except (ValueError, KeyError, TypeError, IndexError):
+                log.warning("link-clicks: dropping a malformed click message in %d", partition)
+                continue
+            last_event[partition] = event
+        written = 0
+        for partition, per_code in counts.items():
+            faust_streams._current_event.set(weakref.ref(last_event[partition]))
+            for code, count in per_code.items():
+                if partition_for(code, self.partitions) != partition:
+                    continue  # not a code of this partition: not ours to count
+                self.clicks[code] = int(self.clicks.get(code) or 0) + count
+                written += 1
+                if written % 64 == 0:
+                    # Hundreds of table writes in one go would hold up the
+                    # redirects queued behind them: let them through.
+                    await asyncio.sleep(0)
 
     def _flush_clicks_timer(self) -> Callable[[], Any]:
         async def flush_link_clicks() -> None:
@@ -343,15 +406,11 @@ class ShortLinks:
             async def post(self, request: Any, **kwargs: Any) -> Any:
                 return await links.handle_create(request)
 
-        class Redirect(View):
-            async def get(self, request: Any, **kwargs: Any) -> Any:
-                return await links.handle_redirect(request, kwargs["code"])
-
         class LinkInfo(View):
             async def get(self, request: Any, **kwargs: Any) -> Any:
                 return await links.handle_info(request, kwargs["code"])
 
-        return {"/links": CreateLink, "/s/{code}": Redirect, "/links/{code}": LinkInfo}
+        return {"/links": CreateLink, "/links/{code}": LinkInfo}
 
     def _client(self, request: web.Request) -> str | None:
         """The address the rate limit counts against; None for a request a peer
@@ -464,12 +523,26 @@ class ShortLinks:
             if self.inflight.get(url) is future:
                 del self.inflight[url]
 
+    def _short_base(self, request: web.Request) -> str:
+        """Where short URLs of this request point: the redirect listener of the worker
+        the client asked when it runs one, else that worker's web server."""
+        if self._client(request) is None and SHORT_BASE_HEADER in request.headers:
+            return request.headers[SHORT_BASE_HEADER]  # the entry worker's, forwarded
+        port = self.settings.redirect_port
+        if port and self.settings.web_enabled:
+            host = request.url.host or self.settings.web_bind
+            return str(URL.build(scheme="http", host=host, port=port))
+        return f"{request.scheme}://{request.host}"
+
+    def _short_url(self, request: web.Request, code: str) -> str:
+        return f"{self._short_base(request)}/s/{code}"
+
     def _describe(
         self, request: web.Request, code: str, link: dict[str, Any], created: bool | None = None
     ) -> dict[str, Any]:
         out: dict[str, Any] = {
             "code": code,
-            "short_url": f"{request.scheme}://{request.host}/s/{code}",
+            "short_url": self._short_url(request, code),
             "url": link["url"],
             "created_at": link["created_at"],
             "expires_at": link["expires_at"],
@@ -479,26 +552,46 @@ class ShortLinks:
             out["created"] = created
         return out
 
-    async def handle_redirect(self, request: web.Request, code: str) -> web.Response:
+    def redirect_answer(self, code: str) -> Answer:
+        """What GET /s/{code} answers, for both listeners: (301|302, url), (404|410,
+        reason), or (FORWARD, "") when another worker owns the code and it is not
+        cached here. Counts the click of a redirect."""
         if not is_valid_code(code):
-            return _error(404, "unknown code")
+            return 404, "unknown code"
         now = time.time()
         cached = self.cache.get(code)
         if cached is None or (cached.expires_at is not None and now >= cached.expires_at):
             partition = partition_for(code, self.partitions)
             if partition not in self.owned:
-                return await self._forward(request, partition)
+                return FORWARD, ""
             link = self.codes.get(code)
             if link is None:
-                return _error(404, "unknown code")
+                return 404, "unknown code"
             cached = CachedLink(link["url"], link["permanent"], link["expires_at"], partition)
             self.cache.put(code, cached)
-        if cached.expires_at is not None and now >= cached.expires_at:
-            return _error(410, "this link has expired")
+            if cached.expires_at is not None and now >= cached.expires_at:
+                return 410, "this link has expired"
         self.unsent_clicks[cached.partition].append([code, round(now, 3)])
         self.redirects += 1
-        return web.Response(
-            status=301 if cached.permanent else 302, headers={"Location": cached.url}
+        return (301 if cached.permanent else 302), cached.url
+
+    async def handle_redirect_request(self, request: web.Request) -> web.StreamResponse:
+        return await self.handle_redirect(request, request.match_info["code"])
+
+    async def handle_redirect(self, request: web.Request, code: str) -> web.StreamResponse:
+        status, text = self.redirect_answer(code)
+        if status == FORWARD:
+            return await self._forward(request, partition_for(code, self.partitions))
+        if status in (301, 302):
+            return web.Response(status=status, headers={"Location": text})
+        return _error(status, text)
+
+    async def forward_redirect(
+        self, code: str, method: str, remote: str
+    ) -> tuple[int, dict[str, str], bytes]:
+        """The dedicated listener's forward: the owner's /s/{code} on its web server."""
+        return await self._relay(
+            partition_for(code, self.partitions), method, f"/s/{code}", "", remote, False, None
         )
 
     async def handle_info(self, request: web.Request, code: str) -> web.Response:
@@ -522,19 +615,48 @@ class ShortLinks:
         self, request: web.Request, partition: int, body: bytes | None = None
     ) -> web.Response:
         """Relay the request to the worker that owns `partition` and its answer back."""
-        retry = {"Retry-After": "1"}
+        status, headers, payload = await self._relay(
+            partition,
+            request.method,
+            request.raw_path,
+            request.host,
+            request.remote or "",
+            ROUTED_HEADER in request.headers,
+            body,
+            self._short_base(request),
+        )
+        return web.Response(status=status, body=payload, headers=headers)
+
+    async def _relay(
+        self,
+        partition: int,
+        method: str,
+        raw_path: str,
+        host: str,
+        remote: str,
+        already_routed: bool,
+        body: bytes | None,
+        short_base: str = "",
+    ) -> tuple[int, dict[str, str], bytes]:
+        """Send a request to the web server of `partition`'s owner: (status, headers, body)."""
+        retry = {"Retry-After": "1", "Content-Type": "application/json"}
         owner = self._owner_url(partition)
         me = str(self.app.conf.canonical_url)
-        if ROUTED_HEADER in request.headers or owner is None or owner == me:
+        if already_routed or owner is None or owner == me:
             # Forwarded already, no owner yet, or ours but not recovered: a rebalance.
-            return _error(503, f"partition {partition} is being rebalanced; retry", **retry)
-        headers = {ROUTED_HEADER: request.remote or "", "Host": request.host}
+            reason = f"partition {partition} is being rebalanced; retry"
+            return 503, retry, json.dumps({"error": reason}).encode()
+        headers = {ROUTED_HEADER: remote}
+        if host:
+            headers["Host"] = host
+        if short_base:
+            headers[SHORT_BASE_HEADER] = short_base
         if body is not None:
             headers["Content-Type"] = "application/json"
-        target = URL(owner.rstrip("/") + request.raw_path, encoded=True)
+        target = URL(owner.rstrip("/") + raw_path, encoded=True)
         try:
             async with self.app.http_client.request(
-                request.method,
+                method,
                 target,
                 data=body,
                 headers=headers,
@@ -548,9 +670,10 @@ class ShortLinks:
                     if name in response.headers
                 }
                 relayed["X-Seine-Served-By"] = owner
-                return web.Response(status=response.status, body=payload, headers=relayed)
+                return response.status, relayed, payload
         except (aiohttp.ClientError, TimeoutError) as exc:
-            return _error(503, f"owner of partition {partition} unreachable: {exc}", **retry)
+            reason = f"owner of partition {partition} unreachable: {exc}"
+            return 503, retry, json.dumps({"error": reason}).encode()
 
 
 def register_shortlinks(

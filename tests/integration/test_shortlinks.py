@@ -35,20 +35,25 @@ PARTITIONS = 4
 
 
 class Worker:
-    """A `seine worker` subprocess with its web server on a free loopback port."""
+    """A `seine worker` subprocess with its web server and its redirect listener on free
+    loopback ports."""
 
     def __init__(self, broker: EmbeddedBroker, data_dir: Path, app_id: str) -> None:
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
+        self.redirect_port = free_port()
+        self.redirect_base = f"http://127.0.0.1:{self.redirect_port}"
         self.log_path = data_dir.with_suffix(".log")
         self._log = self.log_path.open("wb")
         self.proc = subprocess.Popen(
             [
                 *(sys.executable, "-m", "streams.cli", "worker"),
                 *("--bootstrap", broker.bootstrap, "--web-port", str(self.port)),
+                *("--redirect-port", str(self.redirect_port)),
                 *("--data-dir", str(data_dir)),
             ],
-            env=crawl_env(app_id),
+            # Count clicks every second (default 5) so that the test waits less.
+            env=crawl_env(app_id, SEINE_LINK_CLICK_WINDOW="1"),
             cwd=REPO,
             stdin=subprocess.DEVNULL,
             stdout=self._log,
@@ -204,7 +209,8 @@ def test_create_returns_one_code_per_canonical_url(worker: Worker) -> None:
             code = first["code"]
             assert len(code) == CODE_LENGTH and set(code) <= set(ALPHABET)
             assert first["url"] == f"https://{host}/a/b?q=1"
-            assert first["short_url"] == f"{worker.base}/s/{code}"
+            # Short URLs point at the worker's redirect listener.
+            assert first["short_url"] == f"{worker.redirect_base}/s/{code}"
             assert first["created"] is True
             # Another spelling of the same URL: scheme/host case, default port, dot
             # segment, fragment. Same canonical URL, same code, nothing created.
@@ -236,16 +242,22 @@ def test_redirects_301_302_404(worker: Worker) -> None:
         async with client("127.0.0.13") as s:
             temporary = fresh("temp?x=1")
             _, made = await post(s, worker.base, {"url": temporary})
-            assert await get(s, made["short_url"]) == (302, temporary, None)
+            assert made["short_url"].startswith(worker.redirect_base)
+            path = f"/s/{made['code']}"
+            # The same answers from the redirect listener and the web server.
+            for base in (worker.redirect_base, worker.base):
+                assert await get(s, base + path) == (302, temporary, None)
             permanent = fresh("perm")
             status, made = await post(s, worker.base, {"url": permanent, "permanent": True})
             assert status == 201 and made["permanent"] is True
-            assert await get(s, made["short_url"]) == (301, permanent, None)
+            for base in (worker.redirect_base, worker.base):
+                assert await get(s, f"{base}/s/{made['code']}") == (301, permanent, None)
             # A well-formed code nobody was given, and things that are not codes.
-            for path in ("/s/zzzzzzz", "/s/abc", "/s/abcdefgh", "/s/abc-def"):
-                status, location, body = await get(s, worker.base + path)
-                assert (status, location) == (404, None), path
-                assert body == {"error": "unknown code"}
+            for base in (worker.redirect_base, worker.base):
+                for path in ("/s/zzzzzzz", "/s/abc", "/s/abcdefgh", "/s/abc-def"):
+                    status, location, body = await get(s, base + path)
+                    assert (status, location) == (404, None), (base, path)
+                    assert body == {"error": "unknown code"}
             status, _, body = await get(s, worker.base + "/links/zzzzzzz")
             assert status == 404
 
@@ -255,13 +267,15 @@ def test_redirects_301_302_404(worker: Worker) -> None:
 def test_expired_link_answers_410(worker: Worker) -> None:
     async def scenario() -> None:
         async with client("127.0.0.14") as s:
-            expires = time.time() + 1.5
+            expires = time.time() + 3
             status, made = await post(s, worker.base, {"url": fresh("soon"), "expires_at": expires})
             assert status == 201 and made["expires_at"] == pytest.approx(expires)
             assert (await get(s, made["short_url"]))[0] == 302
-            result = await wait_for(lambda: get(s, made["short_url"]), lambda r: r[0] != 302, 10)
+            result = await wait_for(lambda: get(s, made["short_url"]), lambda r: r[0] != 302, 15)
             assert result[0] == 410 and result[2] == {"error": "this link has expired"}
             assert time.time() >= expires
+            web_route = await get(s, f"{worker.base}/s/{made['code']}")
+            assert web_route == (410, None, {"error": "this link has expired"})
             status, _, info = await get(s, f"{worker.base}/links/{made['code']}")
             assert status == 200 and info["expired"] is True
             # ISO-8601 is accepted too, and a time in the past is refused.
@@ -284,9 +298,11 @@ def test_click_counts_follow_redirects(worker: Worker) -> None:
             assert status == 200 and info["clicks"] == 0 and info["url"] == made["url"]
             assert info["created_at"] == pytest.approx(time.time(), abs=60)
             assert info["expires_at"] is None and info["expired"] is False
+            web_route = f"{worker.base}/s/{made['code']}"
             for expected in (5, 8):
-                for _ in range(expected - info["clicks"]):
-                    assert (await get(s, made["short_url"]))[0] == 302
+                # Clicks count through either way in: the listener and the web server.
+                for i in range(expected - info["clicks"]):
+                    assert (await get(s, made["short_url"] if i % 2 else web_route))[0] == 302
                 # Counting is asynchronous (click events go through a topic).
                 info = await wait_for(lambda: info_of(s, info_url), counted(expected), 15)
                 assert info["clicks"] == expected
@@ -369,7 +385,7 @@ def test_seine_shorten_prints_a_working_short_url(worker: Worker) -> None:
     )
     assert done.returncode == 0, done.stderr
     short_url = done.stdout.strip()
-    assert short_url.startswith(f"{worker.base}/s/")
+    assert short_url.startswith(f"{worker.redirect_base}/s/")
 
     async def follow() -> tuple[int, str | None, Any]:
         async with client("127.0.0.19") as s:
@@ -409,14 +425,19 @@ def test_every_worker_answers_for_every_code(cluster: list[Worker]) -> None:
             assert [body["code"] for _, body in again] == [body["code"] for _, body in made]
             forwarded: set[tuple[str, str]] = set()
             for (_, body), url in zip(made, urls, strict=True):
-                for base in (first.base, second.base):
+                for base in (first.base, second.base, first.redirect_base, second.redirect_base):
                     async with s.get(f"{base}/s/{body['code']}", allow_redirects=False) as r:
                         assert (r.status, r.headers.get("Location")) == (302, url)
                         owner = r.headers.get("X-Seine-Served-By")
                         if owner is not None:
                             forwarded.add((base, owner))
             # Every partition has codes, and each worker owns some partitions: so each
-            # worker forwarded to the other.
-            assert forwarded == {(first.base, second.base), (second.base, first.base)}
+            # worker forwarded to the other (its web server), from both ways in.
+            assert forwarded == {
+                (first.base, second.base),
+                (second.base, first.base),
+                (first.redirect_base, second.base),
+                (second.redirect_base, first.base),
+            }
 
     run(scenario())
