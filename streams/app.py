@@ -228,6 +228,7 @@ def create_app(settings: Settings) -> SeineApp:
         user_agent=settings.user_agent,
         fetch_lease=settings.fetch_lease,
         robots_retry=settings.robots_retry,
+        robots_ttl=settings.robots_ttl,
         max_pages=settings.max_pages,
     )
     the_frontier = Frontier(hosts_table, queue_table, policy, ctx.host_partition, write_back=True)

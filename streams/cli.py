@@ -86,6 +86,18 @@ def _crawl_flags(parser: argparse.ArgumentParser, *, bootstrap_required: bool = 
     )
     parser.add_argument("--partitions", type=int, help="partitions per host-scoped topic")
     parser.add_argument("--delay", type=float, help="seconds between two requests to one host")
+    parser.add_argument(
+        "--max-crawl-delay",
+        dest="max_crawl_delay",
+        type=float,
+        help="cap on a robots.txt Crawl-delay honoured, in seconds (default 30)",
+    )
+    parser.add_argument(
+        "--response-time-factor",
+        dest="response_time_factor",
+        type=float,
+        help="also wait K x the host's last response time between requests (default 0: off)",
+    )
     parser.add_argument("--max-pages", dest="max_pages", type=int, help="stop after N pages")
     parser.add_argument("--max-depth", dest="max_depth", type=int, help="link depth limit")
     parser.add_argument(
@@ -233,6 +245,8 @@ def _settings_from(args: argparse.Namespace, **extra: Any) -> Settings:
         "bootstrap",
         "partitions",
         "delay",
+        "max_crawl_delay",
+        "response_time_factor",
         "max_pages",
         "max_depth",
         "same_host",

@@ -62,6 +62,9 @@ class Settings:
     robots_retry: float = 60.0
     #: Longest a Ctrl-C'd `seine crawl` drains (in-flight work to the end) before it stops.
     drain_timeout: float = 60.0
+    #: Seconds fetched robots.txt rules are trusted before the host's robots.txt is asked
+    #: again (RFC 9309 suggests at most 24 hours).
+    robots_ttl: float = 86400.0
     #: Faust consumer-group timeouts; small values make the embedded broker join fast.
     session_timeout: float = 30.0
     rebalance_timeout: float = 30.0

@@ -46,6 +46,8 @@ ROBOTS_UNAVAILABLE = "unavailable"
 PARK_AFTER_ERRORS = 8
 MAX_ERROR_BACKOFF = 300.0
 ROBOTS_MAX_TRIES = 3
+#: Times a page answered 429/503 goes back to its queue before it is given up.
+MAX_RETRIES = 3
 
 
 def authority_of(url: str) -> str:
@@ -75,6 +77,8 @@ class Politeness:
     user_agent: str = "SeineBot"
     fetch_lease: float = 120.0
     robots_retry: float = 60.0
+    #: How long fetched robots.txt rules are trusted (RFC 9309: not more than 24 hours).
+    robots_ttl: float = 86400.0
     max_pages: int = 0
 
 
@@ -188,7 +192,9 @@ class Frontier:
                     state["head"] = head
                     self.queued += 1
                 if state.get("robots") == ROBOTS_PENDING:
-                    state["robots"] = ROBOTS_UNKNOWN
+                    # a refresh of known rules keeps them (and is asked again at once)
+                    refreshing = float(state.get("robots_expires") or 0.0) > 0.0
+                    state["robots"] = ROBOTS_READY if refreshing else ROBOTS_UNKNOWN
                 state["busy"] = 0.0
                 state["inflight"] = None
                 self._put(authority, state)
@@ -217,6 +223,7 @@ class Frontier:
                 "robots": ROBOTS_UNKNOWN,
                 "robots_body": None,
                 "robots_tries": 0,
+                "robots_expires": 0.0,
                 "errors": 0,
                 "last_ms": 0.0,
                 "fetched": 0,
@@ -251,6 +258,9 @@ class Frontier:
         state = dict(state)
         self._busy.pop(host, None)
         self.in_flight = max(0, self.in_flight - 1)
+        inflight: QueueItem = state.get("inflight") or {}
+        state_url = str(inflight.get("url") or f"{state['origin']}/robots.txt")
+        state_depth = int(inflight.get("depth", 0))
         state["busy"] = 0.0
         state["inflight"] = None
         state["last_ms"] = elapsed_ms
@@ -259,7 +269,7 @@ class Frontier:
         if kind == "robots":
             # Apply the new rules first: the robots.txt fetch was a request to the host
             # too, so its own Crawl-delay already spaces the first page from it.
-            retry = self._robots_done(host, state, status, body)
+            retry = self._robots_done(state, status, body, finished_at)
             wait = max(self._politeness_wait(state, elapsed_ms), retry)
             if state["robots"] == ROBOTS_UNAVAILABLE:
                 decisions.extend(
@@ -279,8 +289,20 @@ class Frontier:
                     )
             else:
                 state["errors"] = 0
-        if status in (429, 503) and retry_after is not None:
-            wait = max(wait, min(retry_after, MAX_ERROR_BACKOFF))
+        if status in (429, 503) and kind == "page":
+            if retry_after is not None:
+                wait = max(wait, min(retry_after, MAX_ERROR_BACKOFF))
+            decisions.append(self._retry_later(host, state, inflight, status, retry_after, wait))
+        elif connection_failed and kind == "page" and state["errors"] < PARK_AFTER_ERRORS:
+            decisions.append(
+                Decision(
+                    state_url,
+                    host,
+                    "backoff",
+                    f"{state['errors']} connection errors in a row: host waits {wait:g} s",
+                    state_depth,
+                )
+            )
         state["next"] = finished_at + wait
         self._put(host, state)
         if self._has_work(state):
@@ -398,25 +420,62 @@ class Frontier:
             wait = max(wait, self.policy.response_time_factor * elapsed_ms / 1000.0)
         return wait
 
-    def _robots_done(self, host: str, state: HostState, status: int, body: bytes | None) -> float:
+    def _robots_done(
+        self, state: HostState, status: int, body: bytes | None, finished_at: float
+    ) -> float:
         """Apply RFC 9309 to a robots.txt answer; returns extra wait before the next try."""
         self._rules.pop(state["origin"], None)
-        if 200 <= status < 300:
+        if 300 <= status < 400:
+            status = 0  # a redirect the fetcher could not resolve: unreachable
+        if 200 <= status < 500:
             state["robots"] = ROBOTS_READY
-            state["robots_body"] = (body or b"").decode("utf-8", "replace")
+            # 4xx: robots.txt is unavailable, which means allow all
+            state["robots_body"] = (body or b"").decode("utf-8", "replace") if status < 300 else ""
+            state["robots_tries"] = 0
+            state["robots_expires"] = finished_at + self.policy.robots_ttl
             return 0.0
-        if 400 <= status < 500:
-            state["robots"] = ROBOTS_READY
-            state["robots_body"] = ""  # unavailable → allow all
-            return 0.0
-        # 5xx, 3xx left unresolved, or a connection failure: disallow for now, retry later.
+        # 5xx, 3xx left unresolved, or a connection failure: retry later, and until then
+        # disallow — unless this was the refresh of rules we have, which stay in force
+        # (RFC 9309 2.4: a cached copy may outlive 24 hours while robots.txt is unreachable).
         tries = int(state.get("robots_tries", 0)) + 1
         state["robots_tries"] = tries
+        backoff = self.policy.robots_retry * (2 ** (tries - 1))
+        if float(state.get("robots_expires") or 0.0) > 0.0:
+            state["robots"] = ROBOTS_READY
+            state["robots_expires"] = finished_at + min(backoff, self.policy.robots_ttl)
+            return 0.0
         if tries >= ROBOTS_MAX_TRIES:
             state["robots"] = ROBOTS_UNAVAILABLE
             return 0.0
         state["robots"] = ROBOTS_UNKNOWN
-        return self.policy.robots_retry * (2 ** (tries - 1))
+        return backoff
+
+    def _retry_later(
+        self,
+        host: str,
+        state: HostState,
+        item: QueueItem,
+        status: int,
+        retry_after: float | None,
+        wait: float,
+    ) -> Decision:
+        """A 429/503 means "not now", not "no": the page goes back to the head of its
+        host's queue (a few times at most), and the crawl log says how long the host waits."""
+        told = f", Retry-After {retry_after:g} s" if retry_after is not None else ""
+        why = f"HTTP {status}{told}: host waits {wait:g} s"
+        retries = int(item.get("retries", 0)) + 1
+        url, depth = str(item.get("url", "")), int(item.get("depth", 0))
+        if not item or retries > MAX_RETRIES:
+            return Decision(url, host, "backoff", f"{why}, page given up", depth)
+        again = dict(item)
+        again["retries"] = retries
+        head = int(state["head"]) - 1
+        self.queue[queue_key(host, head)] = again
+        state["head"] = head
+        self.queued += 1
+        return Decision(
+            url, host, "backoff", f"{why}, page retried ({retries}/{MAX_RETRIES})", depth
+        )
 
     def _rules_for(self, state: HostState) -> RobotsRules | None:
         if state.get("robots") != ROBOTS_READY:
@@ -455,6 +514,8 @@ class Frontier:
         if self.budget_exhausted():
             return None  # not even robots.txt: a host beyond the budget is never contacted
         robots = state.get("robots")
+        if robots == ROBOTS_READY and float(state.get("robots_expires") or 0.0) <= now:
+            robots = ROBOTS_UNKNOWN  # the rules expired: ask again before the next page
         if robots == ROBOTS_UNKNOWN:
             state["robots"] = ROBOTS_PENDING
             self._mark_busy(authority, state, now, None)

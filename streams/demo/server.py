@@ -51,6 +51,7 @@ from streams.demo.webgen import DemoWeb, WebSpec
 
 __all__ = [
     "DemoServer",
+    "Quirks",
     "ServerProcess",
     "read_request_log",
     "spec_to_args",
@@ -66,7 +67,13 @@ _Record = tuple[str, str, float, float, int, str, str, str]
 
 
 def _status_line(status: int) -> bytes:
-    reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed"}
+    reason = {
+        200: "OK",
+        400: "Bad Request",
+        404: "Not Found",
+        405: "Method Not Allowed",
+        429: "Too Many Requests",
+    }
     return f"HTTP/1.1 {status} {reason.get(status, 'Error')}\r\n".encode("ascii")
 
 
@@ -82,12 +89,61 @@ _NOT_FOUND_BODY = b"not found\n"
 _NOT_FOUND = (404, _head_bytes(404, {"Content-Type": "text/plain"}, 10), _NOT_FOUND_BODY)
 
 
+@dataclass(frozen=True)
+class Quirks:
+    """Per-host behaviour a polite crawler must cope with, for the politeness tests.
+
+    * ``throttle``: host → (every, seconds): page request number 0, every, 2·every, … of
+      the host is answered 429 with ``Retry-After: seconds`` (the page itself is fine).
+    * ``crawl_delay``: host → seconds: its robots.txt also says ``Crawl-delay``.
+    * ``latency``: host → seconds added to each of its responses (on top of the server's).
+
+    The ground truth of the web is unchanged: every page is still there to be had.
+    """
+
+    throttle: dict[str, tuple[int, float]] = field(default_factory=dict)
+    crawl_delay: dict[str, float] = field(default_factory=dict)
+    latency: dict[str, float] = field(default_factory=dict)
+
+    def to_args(self) -> list[str]:
+        args = [f"--throttle={h}={every}:{secs!r}" for h, (every, secs) in self.throttle.items()]
+        args += [f"--crawl-delay={h}={secs!r}" for h, secs in self.crawl_delay.items()]
+        args += [f"--host-latency={h}={secs!r}" for h, secs in self.latency.items()]
+        return args
+
+
+def _host_values(items: Sequence[str], flag: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items:
+        host, sep, value = item.partition("=")
+        if not sep or not host or not value:
+            raise ValueError(f"{flag} expects HOST=VALUE, got {item!r}")
+        out[host.strip().lower()] = value.strip()
+    return out
+
+
+def _quirks_from_args(args: argparse.Namespace) -> Quirks:
+    throttle = {}
+    for host, value in _host_values(args.throttle, "--throttle").items():
+        every, _, secs = value.partition(":")
+        throttle[host] = (max(1, int(every)), float(secs or 1))
+    return Quirks(
+        throttle=throttle,
+        crawl_delay={
+            h: float(v) for h, v in _host_values(args.crawl_delay, "--crawl-delay").items()
+        },
+        latency={h: float(v) for h, v in _host_values(args.host_latency, "--host-latency").items()},
+    )
+
+
 class _Site:
     """State shared by all connections: the web, response cache, log buffer, live transports."""
 
-    def __init__(self, web: DemoWeb, latency: float) -> None:
+    def __init__(self, web: DemoWeb, latency: float, quirks: Quirks | None = None) -> None:
         self.web = web
         self.latency = latency
+        self.quirks = quirks or Quirks()
+        self._page_requests: dict[str, int] = {}
         self.records: list[_Record] = []
         self.transports: set[asyncio.Transport] = set()
         self.requests = 0
@@ -115,8 +171,20 @@ class _Site:
                 return name
         return self._host_by_ip.get(local_ip, local_ip)
 
+    def latency_of(self, host: str) -> float:
+        return self.latency + self.quirks.latency.get(host, 0.0)
+
     def response(self, host: str, target: str) -> tuple[int, bytes, bytes]:
         """(status, head without final CRLF, body), cached for every page that exists."""
+        throttle = self.quirks.throttle.get(host)
+        if throttle is not None and target != "/robots.txt":
+            n = self._page_requests.get(host, 0)
+            self._page_requests[host] = n + 1
+            every, seconds = throttle
+            if n % every == 0:
+                body = b"slow down\n"
+                headers = {"Content-Type": "text/plain", "Retry-After": f"{seconds:g}"}
+                return 429, _head_bytes(429, headers, len(body)), body
         key = (host, target)
         cached = self._cache.get(key)
         if cached is not None:
@@ -125,6 +193,9 @@ class _Site:
         if page is None:
             return _NOT_FOUND
         status, headers, body = page
+        crawl_delay = self.quirks.crawl_delay.get(host)
+        if crawl_delay is not None and target == "/robots.txt":
+            body = body + f"Crawl-delay: {crawl_delay:g}\n".encode("ascii")
         result = (status, _head_bytes(status, headers, len(body)), body)
         self._cache[key] = result
         return result
@@ -228,10 +299,11 @@ class _HttpProtocol(asyncio.Protocol):
         else:
             status, head_bytes, body = 405, _head_bytes(405, {"Allow": "GET, HEAD"}, 0), b""
         m = method.decode("latin-1")
-        if site.latency > 0:
+        latency = site.latency_of(host)
+        if latency > 0:
             self.pending = True
             asyncio.get_running_loop().call_later(
-                site.latency,
+                latency,
                 self._finish,
                 host,
                 target,
@@ -360,7 +432,9 @@ class DemoServer:
         latency: float = 0.0,
         flush_interval: float = 1.0,
         prerender: bool = False,
+        quirks: Quirks | None = None,
     ) -> None:
+        self.quirks = quirks
         self.prerender = prerender
         self._requested_port = web.port if port is None else port
         self.web = web
@@ -384,7 +458,7 @@ class DemoServer:
         socks = bind_same_port(ips, self._requested_port)
         self.port = socks[0].getsockname()[1]
         self.web = self.web.with_port(self.port)
-        site = self._site = _Site(self.web, self.latency)
+        site = self._site = _Site(self.web, self.latency, self.quirks)
         if self.prerender:
             # Render every response before accepting connections, so a benchmark measures
             # serving, not page generation (~2-3 s for 200 hosts x 100 pages on 2 slow cores).
@@ -519,6 +593,29 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--flush-interval", type=float, default=1.0)
     p.add_argument("--no-uvloop", action="store_true", help="use the stdlib event loop")
     p.add_argument(
+        "--throttle",
+        action="append",
+        default=[],
+        metavar="HOST=EVERY:SECONDS",
+        help="answer every EVERY-th page request of HOST (from the first) 429 + Retry-After",
+    )
+    p.add_argument(
+        "--crawl-delay",
+        dest="crawl_delay",
+        action="append",
+        default=[],
+        metavar="HOST=SECONDS",
+        help="add a Crawl-delay to HOST's robots.txt",
+    )
+    p.add_argument(
+        "--host-latency",
+        dest="host_latency",
+        action="append",
+        default=[],
+        metavar="HOST=SECONDS",
+        help="extra seconds before each response of HOST",
+    )
+    p.add_argument(
         "--prerender", action="store_true", help="render every page before becoming ready"
     )
     return p.parse_args(argv)
@@ -560,6 +657,7 @@ async def _serve(args: argparse.Namespace) -> None:
         latency=args.latency,
         flush_interval=args.flush_interval,
         prerender=args.prerender,
+        quirks=_quirks_from_args(args),
     )
     async with server:
         if args.ready_file is not None:

@@ -149,3 +149,42 @@ def stop_process(proc: subprocess.Popen[Any], timeout: float = 30.0) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+
+
+def read_to_end(bootstrap: str, topic: str, deadline_s: float = 20.0) -> list[Any]:
+    """Every message of a topic: read until each partition reaches its high watermark.
+
+    The crawl has exited, so the topic no longer grows: this waits for a condition
+    (all offsets reached), with a deadline, not for a fixed time.
+    """
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"reader-{uuid.uuid4().hex[:6]}",
+            "enable.auto.commit": False,
+        }
+    )
+    out: list[Any] = []
+    try:
+        meta = consumer.list_topics(topic, timeout=10).topics[topic]
+        ends = {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            for p in meta.partitions
+        }
+        todo = {p for p, end in ends.items() if end > 0}
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in todo])
+        deadline = time.monotonic() + deadline_s
+        while todo and time.monotonic() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is None or msg.error() is not None:
+                continue
+            out.append(msg)
+            partition, offset = msg.partition(), msg.offset()
+            if partition is not None and offset is not None and offset + 1 >= ends[partition]:
+                todo.discard(partition)
+        assert not todo, f"{topic}: partitions {sorted(todo)} not read to their end"
+    finally:
+        consumer.close()
+    return out

@@ -22,8 +22,6 @@ private targets.
 from __future__ import annotations
 
 import re
-import time
-import uuid
 from collections import defaultdict, deque
 from collections.abc import Iterator
 from pathlib import Path
@@ -41,7 +39,7 @@ from streams.demo.server import ServerProcess, start_server_process
 from streams.demo.webgen import PRIVATE_PREFIX, DemoWeb, WebSpec
 from tests.hostile import server as hs
 from tests.hostile.server import HostileProcess, start_hostile_process
-from tests.integration.conftest import run_crawl
+from tests.integration.conftest import read_to_end, run_crawl
 
 HOSTILE_IP = "127.0.2.1"
 CAP = 262_144
@@ -159,45 +157,6 @@ def demo_depth(web: DemoWeb) -> int:
                 depth[nxt] = depth[(host, target)] + 1
                 queue.append(nxt)
     return max(d for (_, t), d in depth.items() if not t.startswith(PRIVATE_PREFIX))
-
-
-def read_to_end(bootstrap: str, topic: str, deadline_s: float = 20.0) -> list[Any]:
-    """Every message of a topic: read until each partition reaches its high watermark.
-
-    The crawl has exited, so the topic no longer grows: this waits for a condition
-    (all offsets reached), with a deadline, not for a fixed time.
-    """
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"reader-{uuid.uuid4().hex[:6]}",
-            "enable.auto.commit": False,
-        }
-    )
-    out: list[Any] = []
-    try:
-        meta = consumer.list_topics(topic, timeout=10).topics[topic]
-        ends = {
-            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-            for p in meta.partitions
-        }
-        todo = {p for p, end in ends.items() if end > 0}
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in todo])
-        deadline = time.monotonic() + deadline_s
-        while todo and time.monotonic() < deadline:
-            msg = consumer.poll(0.2)
-            if msg is None or msg.error() is not None:
-                continue
-            out.append(msg)
-            partition, offset = msg.partition(), msg.offset()
-            if partition is not None and offset is not None and offset + 1 >= ends[partition]:
-                todo.discard(partition)
-        assert not todo, f"{topic}: partitions {sorted(todo)} not read to their end"
-    finally:
-        consumer.close()
-    return out
 
 
 def test_a_crawl_survives_the_hostile_web(

@@ -8,6 +8,7 @@ import pytest
 
 from streams.core.frontier import (
     MAX_ERROR_BACKOFF,
+    MAX_RETRIES,
     PARK_AFTER_ERRORS,
     ROBOTS_MAX_TRIES,
     Decision,
@@ -219,11 +220,42 @@ def test_retry_after_on_429_and_503(status: int) -> None:
     h.open_host("a.example", b"", "/1", "/2")
     h.clock.advance(1.0)
     (first,) = h.dispatched()
-    h.finish(first, status, retry_after=40.0)
+    (backoff,) = h.finish(first, status, retry_after=40.0)
+    assert (backoff.url, backoff.outcome) == ("http://a.example/1", "backoff")
+    assert f"HTTP {status}, Retry-After 40 s: host waits 40 s" in backoff.reason
+    h.check_counters()
     h.clock.advance(39.9)
     assert h.dispatched() == []
     h.clock.advance(0.1)
+    # "not now" is not "no": the page is asked again first, once the host may be asked
+    assert urls(h.dispatched()) == ["http://a.example/1"]
+
+
+def test_a_throttled_page_is_retried_a_few_times_then_given_up() -> None:
+    h = Harness()
+    h.open_host("a.example", b"", "/1", "/2")
+    reasons = []
+    for _ in range(MAX_RETRIES + 1):
+        (d,) = h.dispatched()
+        assert d.url == "http://a.example/1"
+        (backoff,) = h.finish(d, 429, retry_after=5.0)
+        reasons.append(backoff.reason)
+        h.check_counters()
+        h.clock.advance(5.0)
+    assert "page retried (1/" in reasons[0]
+    assert reasons[-1].endswith("page given up")
     assert urls(h.dispatched()) == ["http://a.example/2"]
+
+
+def test_retry_after_without_header_still_requeues() -> None:
+    h = Harness(Politeness(delay=3.0))
+    h.open_host("a.example", b"", "/1")
+    h.clock.advance(3.0)
+    (d,) = h.dispatched()
+    (backoff,) = h.finish(d, 503)
+    assert backoff.reason.startswith("HTTP 503: host waits 3 s")
+    h.clock.advance(3.0)
+    assert urls(h.dispatched()) == ["http://a.example/1"]
 
 
 def test_retry_after_is_ignored_on_other_statuses_and_capped() -> None:
@@ -306,6 +338,96 @@ def test_robots_5xx_retries_with_backoff_then_drains_the_host() -> None:
     h.check_counters()
 
 
+# -- robots.txt expiry ------------------------------------------------------------
+
+
+DAY = 86400.0
+
+
+def test_robots_rules_expire_and_are_fetched_again_before_the_next_page() -> None:
+    h = Harness(Politeness(robots_ttl=DAY))
+    h.open_host("a.example", b"User-agent: *\nDisallow: /old\n", "/1", "/new/1", "/old/1")
+    robots_done = h.clock()
+    (d,) = h.dispatched()
+    h.finish(d)
+    h.clock.advance(DAY - 1.0 - (h.clock() - robots_done))
+    (d,) = h.dispatched()  # still within the day: the cached rules hold
+    assert d.url == "http://a.example/new/1"
+    h.finish(d)
+    h.clock.advance(1.0)
+    (again,) = h.dispatched()
+    assert (again.kind, again.url) == ("robots", "http://a.example/robots.txt")
+    assert h.dispatched() == []  # the page waits for the new rules
+    h.check_counters()
+    h.finish(again, body=b"User-agent: *\nDisallow: /new\n")
+    dispatches, decisions = h.due()
+    assert urls(dispatches) == ["http://a.example/old/1"]  # the new rules apply
+    assert decisions == []
+    h.frontier.enqueue("http://a.example/new/2")
+    h.finish(dispatches[0])
+    dispatches, decisions = h.due()
+    assert dispatches == []
+    assert [(x.url, x.outcome) for x in decisions] == [
+        ("http://a.example/new/2", "robots-disallowed")
+    ]
+    h.check_counters()
+
+
+def test_robots_refresh_that_fails_keeps_the_cached_rules_and_retries_later() -> None:
+    h = Harness(Politeness(robots_ttl=DAY, robots_retry=60.0))
+    h.open_host("a.example", b"User-agent: *\nDisallow: /no\n", "/1", "/2", "/no")
+    h.clock.advance(DAY)
+    (refresh,) = h.dispatched()
+    assert refresh.kind == "robots"
+    assert h.finish(refresh, 503) == []
+    # a 5xx on refresh: the rules we have stay in force, pages go on
+    dispatches, decisions = h.due()
+    assert urls(dispatches) == ["http://a.example/1"]
+    h.finish(dispatches[0])
+    h.clock.advance(59.0)
+    (d,) = h.dispatched()
+    assert d.url == "http://a.example/2"
+    h.finish(d)
+    h.clock.advance(1.0)
+    (retry,) = h.dispatched()  # and robots.txt is asked again after the retry interval
+    assert retry.kind == "robots"
+    h.finish(retry, 404)  # now 4xx: allow all
+    dispatches, decisions = h.due()
+    assert urls(dispatches) == ["http://a.example/no"] and decisions == []
+    assert h.hosts["a.example"]["robots_expires"] == h.clock() + DAY
+
+
+def test_robots_timeouts_then_4xx_first_time() -> None:
+    """No rules yet: unreachable means disallow for now (pages wait), 4xx means allow all."""
+    h = Harness(Politeness(robots_retry=10.0))
+    h.frontier.enqueue("http://a.example/1")
+    (robots,) = h.dispatched()
+    assert h.finish(robots, 0) == []  # a timeout / connection failure
+    h.clock.advance(9.99)
+    assert h.dispatched() == []
+    h.clock.advance(0.01)
+    (robots,) = h.dispatched()
+    assert robots.kind == "robots"
+    h.finish(robots, 403)
+    assert urls(h.dispatched()) == ["http://a.example/1"]
+
+
+def test_a_restart_during_a_robots_refresh_keeps_the_rules() -> None:
+    hosts: dict = {}
+    queue: dict = {}
+    clock = Clock()
+    before = Harness(Politeness(robots_ttl=DAY), hosts=hosts, queue=queue, clock=clock)
+    before.open_host("a.example", b"User-agent: *\nDisallow: /no\n", "/1", "/no")
+    clock.advance(DAY)
+    (refresh,) = before.dispatched()
+    assert refresh.kind == "robots"
+    after = Harness(Politeness(robots_ttl=DAY), hosts=hosts, queue=queue, clock=clock)
+    after.frontier.adopt(0, list(hosts.items()))
+    assert hosts["a.example"]["robots"] == "ready"
+    (again,) = after.dispatched()  # expired rules: asked again first
+    assert again.kind == "robots"
+
+
 # -- connection errors ------------------------------------------------------------
 
 
@@ -316,10 +438,15 @@ def test_connection_errors_back_off_exponentially_then_park() -> None:
     waits = []
     for errors in range(1, PARK_AFTER_ERRORS):
         (d,) = h.dispatched()
-        assert h.finish(d, 0) == []
+        (backoff,) = h.finish(d, 0)
         wake = h.frontier.next_wake(0)
         assert wake is not None
         waits.append(wake - h.clock())
+        # the crawl log says why the host is quiet, and for how long
+        assert (backoff.url, backoff.outcome) == (d.url, "backoff")
+        assert backoff.reason == (
+            f"{errors} connection errors in a row: host waits {waits[-1]:g} s"
+        )
         h.clock.advance(waits[-1] - 0.01)
         assert h.dispatched() == [], f"dispatched during backoff after {errors} errors"
         h.clock.advance(0.01)
