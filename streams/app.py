@@ -230,6 +230,8 @@ def create_app(settings: Settings) -> SeineApp:
         robots_retry=settings.robots_retry,
         robots_ttl=settings.robots_ttl,
         max_pages=settings.max_pages,
+        max_host_pages=settings.max_host_pages,
+        max_host_queue=settings.max_host_queue,
     )
     the_frontier = Frontier(hosts_table, queue_table, policy, ctx.host_partition, write_back=True)
     ctx.busy_checks.append(

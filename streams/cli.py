@@ -101,6 +101,18 @@ def _crawl_flags(parser: argparse.ArgumentParser, *, bootstrap_required: bool = 
     parser.add_argument("--max-pages", dest="max_pages", type=int, help="stop after N pages")
     parser.add_argument("--max-depth", dest="max_depth", type=int, help="link depth limit")
     parser.add_argument(
+        "--max-host-pages",
+        dest="max_host_pages",
+        type=int,
+        help="pages one host may be asked for in all (default 0: no limit)",
+    )
+    parser.add_argument(
+        "--max-host-queue",
+        dest="max_host_queue",
+        type=int,
+        help="URLs one host may have queued at once (default 100000; 0: no limit)",
+    )
+    parser.add_argument(
         "--same-host",
         dest="same_host",
         action="store_const",
@@ -249,6 +261,8 @@ def _settings_from(args: argparse.Namespace, **extra: Any) -> Settings:
         "response_time_factor",
         "max_pages",
         "max_depth",
+        "max_host_pages",
+        "max_host_queue",
         "same_host",
         "allow_private",
         "user_agent",

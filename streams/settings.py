@@ -40,6 +40,10 @@ class Settings:
     response_time_factor: float = 0.0
     max_pages: int = 0
     max_depth: int = 0
+    #: Trap budgets: pages one host may be asked for in all (0: no limit), and URLs one
+    #: host may have queued at once; what goes over is logged (host-budget, host-queue-full).
+    max_host_pages: int = 0
+    max_host_queue: int = 100_000
     same_host: bool = False
     allow_private: bool = False
     #: host → "addr[:port]" overrides, like curl's --resolve.

@@ -4,12 +4,20 @@ Pure logic over two mappings, so the same code runs on plain dicts in unit tests
 and on Faust tables (RocksDB + changelog) in the frontier stage:
 
 * ``hosts``: authority ("host[:port]") → host state (a small JSON-able dict),
-* ``queue``: ``authority \\x00 sequence`` → queued URL item.
+* ``queue``: ``authority \\x00 tier \\x00 sequence`` → queued URL item.
 
-A host's queue is the key range between its ``head`` and ``tail`` sequence
-numbers, so enqueue and dequeue are single-key writes and the queue lives on disk,
-not in memory. In memory there is only, per partition, a heap of hosts that have
-work, ordered by the time they may next be asked (their *wake time*).
+A host's queue is split into ``TIERS`` priority tiers (the front queues; 0 is the
+most important); each tier is the key range between the host's ``heads[tier]`` and
+``tails[tier]`` sequence numbers, so enqueue and dequeue are single-key writes and
+the queues live on disk, not in memory. When a host may be asked again, its next
+URL comes from a tier chosen by smooth weighted round robin over its non-empty
+tiers (``TIER_WEIGHTS``, 8:4:2:1): higher tiers go first, lower ones are never
+starved. In memory there is only, per partition, a heap of hosts that have work,
+ordered by the time they may next be asked (their *wake time*); the host is the
+back queue.
+
+Trap budgets: a host's page budget (``max_host_pages``) and the most URLs one host
+may have queued (``max_host_queue``); what goes over either is logged, not queued.
 
 Politeness rules, all enforced here and nowhere else:
 
@@ -63,8 +71,40 @@ def authority_of(url: str) -> str:
     return f"{host}:{port}" if port else host
 
 
-def queue_key(authority: str, seq: int) -> str:
-    return f"{authority}\x00{seq:012d}"
+#: Front tiers (0 = most important) and the weighted-round-robin share of each.
+TIERS = 4
+TIER_WEIGHTS = (8, 4, 2, 1)
+
+
+def queue_key(authority: str, tier: int, seq: int) -> str:
+    """The queue key: a host's tiers are adjacent ranges, each in FIFO order."""
+    return f"{authority}\x00{tier}\x00{seq:012d}"
+
+
+def tier_for(priority: int = 0, depth: int = 0, inlinks: int = 1) -> int:
+    """The front tier of a URL: shallow, prioritised and well-linked URLs rank higher.
+
+    Depth sets the base (0-1 → tier 1, 2-4 → 2, deeper → 3); each point of seed
+    priority lifts it one tier (a negative priority lowers it), and so does each
+    doubling of the in-link count (2-3 links → one tier, 4-7 → two). Tier 0 is only
+    reached with a lift, so it holds what someone or the link graph said matters.
+    """
+    base = 1 if depth <= 1 else 2 if depth <= 4 else 3
+    lift = priority + max(0, int(inlinks).bit_length() - 1)
+    return min(TIERS - 1, max(0, base - lift))
+
+
+def pending(state: HostState) -> int:
+    """URLs queued for a host, over all its tiers."""
+    return sum(int(t) - int(h) for h, t in zip(state["heads"], state["tails"], strict=True))
+
+
+def _copy(state: HostState) -> HostState:
+    """A host state to change: its per-tier lists are copied too, never shared."""
+    out = dict(state)
+    for name in ("heads", "tails", "wrr"):
+        out[name] = list(state[name])
+    return out
 
 
 @dataclass
@@ -80,6 +120,10 @@ class Politeness:
     #: How long fetched robots.txt rules are trusted (RFC 9309: not more than 24 hours).
     robots_ttl: float = 86400.0
     max_pages: int = 0
+    #: Pages one host may be asked for in all (0: no limit); the rest is logged "host-budget".
+    max_host_pages: int = 0
+    #: URLs one host may have queued at once (0: no limit); more is logged "host-queue-full".
+    max_host_queue: int = 0
 
 
 @dataclass
@@ -180,17 +224,12 @@ class Frontier:
         for authority, state in states:
             if self.partition_of(authority) != partition:
                 continue
-            pending = int(state.get("tail", 0)) - int(state.get("head", 0))
-            self.queued += pending
+            self.queued += pending(state)
             if state.get("busy"):
-                state = dict(state)
+                state = _copy(state)
                 inflight = state.get("inflight")
                 if inflight and state.get("robots") != ROBOTS_PENDING:
-                    # put the lost fetch back at the head of the queue
-                    head = int(state["head"]) - 1
-                    self.queue[queue_key(authority, head)] = inflight
-                    state["head"] = head
-                    self.queued += 1
+                    self._push_front(authority, state, inflight)  # the lost fetch, first
                 if state.get("robots") == ROBOTS_PENDING:
                     # a refresh of known rules keeps them (and is asked again at once)
                     refreshing = float(state.get("robots_expires") or 0.0) > 0.0
@@ -207,16 +246,23 @@ class Frontier:
 
     # -- inputs -------------------------------------------------------------------
 
-    def enqueue(self, url: str, depth: int = 0, priority: int = 0) -> str:
-        """Append a URL (already canonical and new) to its host's queue."""
+    def enqueue(
+        self, url: str, depth: int = 0, priority: int = 0, *, inlinks: int = 1
+    ) -> Decision | None:
+        """Append a URL (already canonical and new) to its host's queue, in its tier.
+
+        Returns the decision not to, when the host is over one of its trap budgets.
+        """
         authority = authority_of(url)
         state = self._get(authority)
         if state is None:
             scheme = urlsplit(url).scheme or "http"
             state = {
                 "origin": f"{scheme}://{authority}",
-                "head": 0,
-                "tail": 0,
+                "heads": [0] * TIERS,
+                "tails": [0] * TIERS,
+                "wrr": [0] * TIERS,
+                "pages": 0,
                 "next": 0.0,
                 "busy": 0.0,
                 "inflight": None,
@@ -229,16 +275,25 @@ class Frontier:
                 "fetched": 0,
             }
         else:
-            state = dict(state)
-        tail = int(state["tail"])
-        self.queue[queue_key(authority, tail)] = {"url": url, "depth": depth, "priority": priority}
-        state["tail"] = tail + 1
+            over = self._over_budget(state)
+            if over is not None:
+                return Decision(url, authority, over[0], over[1], depth)
+            state = _copy(state)
+        tier = tier_for(priority, depth, inlinks)
+        tail = int(state["tails"][tier])
+        self.queue[queue_key(authority, tier, tail)] = {
+            "url": url,
+            "depth": depth,
+            "priority": priority,
+            "tier": tier,
+        }
+        state["tails"][tier] = tail + 1
         self._put(authority, state)
         self.queued += 1
         if not state["busy"]:
             pq = self._pq(authority)
             self._schedule(pq, authority, max(self.clock(), float(state["next"])))
-        return authority
+        return None
 
     def complete(
         self,
@@ -255,7 +310,7 @@ class Frontier:
         state = self._get(host)
         if state is None or not state.get("busy"):
             return []  # a late duplicate completion (lease expired and re-dispatched)
-        state = dict(state)
+        state = _copy(state)
         self._busy.pop(host, None)
         self.in_flight = max(0, self.in_flight - 1)
         inflight: QueueItem = state.get("inflight") or {}
@@ -328,7 +383,7 @@ class Frontier:
             if float(state.get("next", 0.0)) > now:
                 self._schedule(pq, authority, float(state["next"]))
                 continue
-            dispatch = self._next_fetch(authority, dict(state), now, decisions)
+            dispatch = self._next_fetch(authority, _copy(state), now, decisions)
             if dispatch is not None:
                 dispatches.append(dispatch)
         return dispatches, decisions
@@ -343,7 +398,7 @@ class Frontier:
             item = state.get("inflight") or {}
             kind = "robots" if state.get("robots") == ROBOTS_PENDING else "page"
             url = item.get("url") or f"{state['origin']}/robots.txt"
-            state = dict(state)
+            state = _copy(state)
             state["busy"] = now
             self._put(authority, state)
             self._busy[authority] = state
@@ -381,7 +436,7 @@ class Frontier:
             rows.append(
                 {
                     "host": authority,
-                    "queued": int(state["tail"]) - int(state["head"]),
+                    "queued": pending(state),
                     "next_at": float(state.get("next", 0.0)),
                     "busy": bool(state.get("busy")),
                     "fetched": int(state.get("fetched", 0)),
@@ -402,7 +457,49 @@ class Frontier:
         heapq.heappush(pq.heap, (at, authority))
 
     def _has_work(self, state: HostState) -> bool:
-        return int(state["tail"]) > int(state["head"])
+        return pending(state) > 0
+
+    def _over_budget(self, state: HostState) -> tuple[str, str] | None:
+        """(outcome, reason) when a host may take no more URLs: a trap budget is spent."""
+        policy = self.policy
+        if policy.max_host_pages and int(state.get("pages", 0)) >= policy.max_host_pages:
+            return "host-budget", f"host page budget of {policy.max_host_pages} spent"
+        if policy.max_host_queue and pending(state) >= policy.max_host_queue:
+            return "host-queue-full", f"{policy.max_host_queue} URLs already queued for the host"
+        return None
+
+    def _push_front(self, authority: str, state: HostState, item: QueueItem) -> None:
+        """Put an item back at the head of its tier (a lost or throttled fetch goes first)."""
+        tier = min(TIERS - 1, max(0, int(item.get("tier", TIERS - 1))))
+        head = int(state["heads"][tier]) - 1
+        self.queue[queue_key(authority, tier, head)] = item
+        state["heads"][tier] = head
+        self.queued += 1
+
+    def _pop_next(self, authority: str, state: HostState) -> QueueItem | None:
+        """The host's next URL, from the tier smooth weighted round robin picks.
+
+        Each non-empty tier earns its weight; the richest is served and pays the sum
+        of the weights in play. Over any run the tiers are served in proportion to
+        their weights (8:4:2:1 of 15), and a lower tier waits at most one cycle.
+        """
+        heads, tails, credit = state["heads"], state["tails"], state["wrr"]
+        best, total = -1, 0
+        for tier in range(TIERS):
+            if int(tails[tier]) > int(heads[tier]):
+                credit[tier] += TIER_WEIGHTS[tier]
+                total += TIER_WEIGHTS[tier]
+                if best < 0 or credit[tier] > credit[best]:
+                    best = tier
+            else:
+                credit[tier] = 0  # an empty tier neither saves up nor owes
+        if best < 0:
+            return None
+        credit[best] -= total
+        seq = int(heads[best])
+        heads[best] = seq + 1
+        self.queued -= 1
+        return self.queue.pop(queue_key(authority, best, seq), None)
 
     def _busy_hosts(self, partition: int) -> Iterable[tuple[str, HostState]]:
         for authority, state in self._busy.items():
@@ -469,10 +566,7 @@ class Frontier:
             return Decision(url, host, "backoff", f"{why}, page given up", depth)
         again = dict(item)
         again["retries"] = retries
-        head = int(state["head"]) - 1
-        self.queue[queue_key(host, head)] = again
-        state["head"] = head
-        self.queued += 1
+        self._push_front(host, state, again)
         return Decision(
             url, host, "backoff", f"{why}, page retried ({retries}/{MAX_RETRIES})", depth
         )
@@ -490,13 +584,16 @@ class Frontier:
 
     def _drain(self, host: str, state: HostState, outcome: str, reason: str) -> list[Decision]:
         decisions = []
-        head, tail = int(state["head"]), int(state["tail"])
-        for seq in range(head, tail):
-            item = self.queue.pop(queue_key(host, seq), None)
-            if item:
-                decisions.append(Decision(item["url"], host, outcome, reason, int(item["depth"])))
-        self.queued -= tail - head
-        state["head"] = tail
+        for tier in range(TIERS):
+            head, tail = int(state["heads"][tier]), int(state["tails"][tier])
+            for seq in range(head, tail):
+                item = self.queue.pop(queue_key(host, tier, seq), None)
+                if item:
+                    decisions.append(
+                        Decision(item["url"], host, outcome, reason, int(item["depth"]))
+                    )
+            self.queued -= tail - head
+            state["heads"][tier] = tail
         return decisions
 
     def _mark_busy(
@@ -527,14 +624,15 @@ class Frontier:
             self._put(authority, state)
             return None
         rules = self._rules_for(state)
-        while int(state["head"]) < int(state["tail"]):
+        while self._has_work(state):
             if self.budget_exhausted():
                 self._put(authority, state)
                 return None  # leave the queue for a later run with a bigger budget
-            seq = int(state["head"])
-            item = self.queue.pop(queue_key(authority, seq), None)
-            state["head"] = seq + 1
-            self.queued -= 1
+            over = self._over_budget(state)
+            if over is not None and over[0] == "host-budget":
+                decisions.extend(self._drain(authority, state, *over))
+                break
+            item = self._pop_next(authority, state)
             if item is None:
                 continue
             if rules is not None and not rules.allowed(item["url"], self.policy.user_agent):
@@ -549,6 +647,7 @@ class Frontier:
                 )
                 continue
             self.pages_dispatched += 1
+            state["pages"] = int(state.get("pages", 0)) + 1
             self._mark_busy(authority, state, now, item)
             return Dispatch(item["url"], authority, "page", int(item["depth"]), now)
         self._put(authority, state)

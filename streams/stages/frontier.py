@@ -38,7 +38,14 @@ def handle(
         frontier.adopt(partition, host_states)
     decisions: list[Decision] = []
     for candidate in event["new_urls"]:
-        frontier.enqueue(candidate["url"], candidate["depth"], candidate["priority"])
+        refused = frontier.enqueue(
+            candidate["url"],
+            candidate["depth"],
+            candidate["priority"],
+            inlinks=candidate.get("inlinks", 1),
+        )
+        if refused is not None:
+            decisions.append(refused)
     for completion in event["completions"]:
         decisions.extend(
             frontier.complete(

@@ -73,7 +73,7 @@ def handle(
     """
     registry = registry_for(sites)
     seed_config = replace(config, same_host=False)
-    passed: list[dict[str, Any]] = []
+    passed: dict[Any, dict[str, Any]] = {}
     for candidate in batch["urls"]:
         via = candidate.get("via")
         verdict = filter_url(
@@ -94,6 +94,25 @@ def handle(
             )
             continue
         _settle_by_redirect(registry, verdict, via)
-        passed.append({**candidate, "url": registry.canonicalize(verdict, is_canonical=True)})
-    for candidate in passed:
+        accepted = {**candidate, "url": registry.canonicalize(verdict, is_canonical=True)}
+        _merge_repeat(passed, accepted)
+    for candidate in passed.values():
         out.add(topology.URL_SEEN, partition, candidate)
+
+
+def _merge_repeat(passed: dict[Any, dict[str, Any]], candidate: dict[str, Any]) -> None:
+    """Links to one URL from several pages of the batch become one candidate whose
+    `inlinks` counts them (the frontier ranks well-linked URLs higher), at the least
+    depth met. Seeds and redirect targets are kept apart: their `via` means something."""
+    via = candidate.get("via") or ""
+    if via == SEED_VIA or via.startswith(REDIRECT_VIA_PREFIX):
+        passed[(id(candidate),)] = candidate
+        return
+    key = (candidate["url"], candidate.get("kind"))
+    first = passed.get(key)
+    if first is None:
+        passed[key] = candidate
+        return
+    first["inlinks"] = int(first.get("inlinks", 1)) + int(candidate.get("inlinks", 1))
+    first["depth"] = min(int(first["depth"]), int(candidate["depth"]))
+    first["priority"] = max(int(first["priority"]), int(candidate["priority"]))

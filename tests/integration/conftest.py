@@ -188,3 +188,12 @@ def read_to_end(bootstrap: str, topic: str, deadline_s: float = 20.0) -> list[An
     finally:
         consumer.close()
     return out
+
+
+def read_crawl_log(bootstrap: str, app_id: str) -> list[dict[str, Any]]:
+    """Every crawl-log record of a finished crawl, decoded."""
+    import topology
+    from streams import codec
+
+    messages = read_to_end(bootstrap, topology.topic_name(app_id, topology.CRAWL_LOG))
+    return [codec.decode("crawl_log", m.value()) for m in messages]

@@ -18,13 +18,11 @@ from urllib.parse import urlsplit
 
 import pytest
 
-import topology
-from streams import codec
 from streams.broker import EmbeddedBroker
 from streams.demo.server import Quirks, ServerProcess, read_request_log, start_server_process
 from streams.demo.webgen import PRIVATE_PREFIX, DemoWeb, WebSpec
 from streams.storeset import open_stores
-from tests.integration.conftest import read_to_end, run_crawl
+from tests.integration.conftest import read_crawl_log, run_crawl
 
 SPEC = WebSpec(hosts=6, pages_per_host=12, seed=11, disallowed_fraction=0.2)
 DELAY = 0.2
@@ -123,8 +121,7 @@ def test_the_server_log_shows_a_polite_crawl(
     assert throttled_seen >= 2, "the throttled host never answered 429 twice"
 
     # The crawl log says why the throttled host was kept waiting.
-    messages = read_to_end(broker.bootstrap, topology.topic_name(run.app_id, topology.CRAWL_LOG))
-    records = [codec.decode("crawl_log", m.value()) for m in messages]
+    records = read_crawl_log(broker.bootstrap, run.app_id)
     backoffs = [r for r in records if r["outcome"] == "backoff"]
     assert backoffs and {urlsplit(r["url"]).hostname for r in backoffs} == {throttled}
     assert all(f"Retry-After {RETRY_AFTER:g} s" in r["reason"] for r in backoffs)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 
 import pytest
@@ -11,11 +12,15 @@ from streams.core.frontier import (
     MAX_RETRIES,
     PARK_AFTER_ERRORS,
     ROBOTS_MAX_TRIES,
+    TIER_WEIGHTS,
+    TIERS,
     Decision,
     Dispatch,
     Frontier,
     Politeness,
+    pending,
     queue_key,
+    tier_for,
 )
 
 T0 = 1_000_000.0
@@ -84,8 +89,8 @@ class Harness:
 
     def check_counters(self) -> None:
         """queued/in_flight agree with what the tables hold."""
-        pending = sum(int(s["tail"]) - int(s["head"]) for s in self.hosts.values())
-        assert self.frontier.queued == pending == len(self.queue)
+        queued = sum(pending(s) for s in self.hosts.values())
+        assert self.frontier.queued == queued == len(self.queue)
         busy = sum(1 for s in self.hosts.values() if s["busy"])
         assert self.frontier.in_flight == busy
 
@@ -117,7 +122,8 @@ def test_robots_is_fetched_first_and_pages_wait_for_it() -> None:
 
 def test_robots_url_keeps_the_port() -> None:
     h = Harness()
-    assert h.frontier.enqueue("http://a.example:8080/x") == "a.example:8080"
+    assert h.frontier.enqueue("http://a.example:8080/x") is None
+    assert "a.example:8080" in h.hosts
     (robots,) = h.dispatched()
     assert robots.url == "http://a.example:8080/robots.txt"
 
@@ -646,7 +652,7 @@ def test_counters_stay_consistent_through_a_crawl() -> None:
 
 
 def test_queue_keys_keep_fifo_order_as_strings() -> None:
-    keys = [queue_key("a.example", n) for n in (9, 10, 100, 1_000_000)]
+    keys = [queue_key("a.example", tier, n) for tier in range(TIERS) for n in (9, 10, 100, 10**6)]
     assert keys == sorted(keys)
 
 
@@ -669,4 +675,132 @@ def test_write_back_holds_host_states_until_flush() -> None:
     assert [d.kind for d in dispatches] == ["robots"]
     assert writes == [] and "a.test" not in hosts
     assert frontier.flush() == 1
-    assert writes == ["a.test"] and hosts["a.test"]["tail"] == 5
+    assert writes == ["a.test"] and pending(hosts["a.test"]) == 5
+
+
+# -- priority tiers -----------------------------------------------------------------
+
+#: (priority, depth) that land in each tier, per tier_for.
+TIER_EXAMPLES = {0: (1, 0), 1: (0, 0), 2: (0, 3), 3: (0, 7)}
+
+
+def test_tier_for_depth_priority_and_inlinks() -> None:
+    assert [tier_for(p, d) for p, d in TIER_EXAMPLES.values()] == [0, 1, 2, 3]
+    assert tier_for(0, 1) == 1 and tier_for(0, 2) == 2 and tier_for(0, 5) == 3
+    assert tier_for(priority=5, depth=9) == 0  # a seed priority lifts any depth
+    assert tier_for(priority=-3, depth=0) == TIERS - 1  # and a negative one sinks it
+    assert tier_for(0, 3, inlinks=1) == 2
+    assert tier_for(0, 3, inlinks=2) == 1  # each doubling of in-links lifts one tier
+    assert tier_for(0, 3, inlinks=4) == 0
+    assert tier_for(0, 9, inlinks=1000) == 0
+
+
+def test_the_selector_serves_tiers_8_4_2_1_without_starving_any() -> None:
+    h = Harness()
+    per_tier = 1500
+    h.frontier.enqueue("http://a.example/t1/home")  # a seed, in tier 1
+    (robots,) = h.dispatched()
+    h.finish(robots)
+    for i in range(per_tier):
+        for tier, (priority, depth) in TIER_EXAMPLES.items():
+            h.frontier.enqueue(f"http://a.example/t{tier}/{i}", depth, priority)
+    order: list[int] = []
+    cycle = sum(TIER_WEIGHTS)
+    for _ in range(100 * cycle):
+        (d,) = h.dispatched()
+        order.append(int(d.url.split("/")[3][1:]))
+        h.finish(d)
+    h.check_counters()
+    assert h.frontier.queued == TIERS * per_tier + 1 - 100 * cycle
+    order = order[: 99 * cycle]
+    counts = [order.count(t) for t in range(TIERS)]
+    # over 99 full cycles the mix is the weights exactly
+    assert counts == [99 * w for w in TIER_WEIGHTS]
+    # and no tier waits longer than one cycle while it has work
+    for tier in range(TIERS):
+        at = [i for i, t in enumerate(order) if t == tier]
+        assert max(b - a for a, b in itertools.pairwise(at)) <= cycle
+
+
+def test_fifo_within_a_tier_and_lower_tiers_take_over_when_higher_ones_empty() -> None:
+    h = Harness()
+    h.frontier.enqueue("http://a.example/hot/0", 0, 1)  # tier 0
+    for i in range(3):
+        h.frontier.enqueue(f"http://a.example/deep/{i}", 9, 0)  # tier 3
+    (robots,) = h.dispatched()
+    h.finish(robots)
+    got = []
+    for _ in range(4):
+        (d,) = h.dispatched()
+        got.append(d.url)
+        h.finish(d)
+    assert got == [
+        "http://a.example/hot/0",
+        "http://a.example/deep/0",
+        "http://a.example/deep/1",
+        "http://a.example/deep/2",
+    ]
+    h.check_counters()
+
+
+def test_a_throttled_page_goes_back_to_the_head_of_its_own_tier() -> None:
+    h = Harness()
+    h.open_host("a.example", b"")
+    (home,) = h.dispatched()
+    h.finish(home)
+    h.frontier.enqueue("http://a.example/deep", 9, 0)
+    (d,) = h.dispatched()
+    h.finish(d, 503)
+    h.frontier.enqueue("http://a.example/deep2", 9, 0)
+    (again,) = h.dispatched()
+    assert again.url == "http://a.example/deep"
+    assert h.queue and all(key.split("\x00")[1] == "3" for key in h.queue)
+    h.check_counters()
+
+
+# -- trap budgets -------------------------------------------------------------------
+
+
+def test_host_page_budget_stops_a_host_and_logs_the_rest() -> None:
+    h = Harness(Politeness(max_host_pages=3))
+    h.open_host("a.example", b"", *[f"/{i}" for i in range(6)])
+    h.frontier.enqueue("http://b.example/1")
+    fetched = []
+    decisions = []
+    for _ in range(20):
+        dispatches, more = h.due()
+        decisions += more
+        for d in dispatches:
+            if d.kind == "page":
+                fetched.append(d.url)
+            h.finish(d)
+    assert [u for u in fetched if "a.example" in u] == [f"http://a.example/{i}" for i in range(3)]
+    assert "http://b.example/1" in fetched  # another host is not affected
+    assert [(x.url, x.outcome) for x in decisions] == [
+        (f"http://a.example/{i}", "host-budget") for i in range(3, 6)
+    ]
+    assert decisions[0].reason == "host page budget of 3 spent"
+    # later URLs of the spent host are refused at once
+    refused = h.frontier.enqueue("http://a.example/late", depth=2)
+    assert refused is not None
+    assert (refused.outcome, refused.host, refused.depth) == ("host-budget", "a.example", 2)
+    h.check_counters()
+
+
+def test_max_urls_queued_per_host() -> None:
+    h = Harness(Politeness(max_host_queue=5))
+    refused = [h.frontier.enqueue(f"http://trap.example/{i}") for i in range(8)]
+    assert refused[:5] == [None] * 5
+    assert [(r.url, r.outcome) for r in refused[5:] if r is not None] == [
+        (f"http://trap.example/{i}", "host-queue-full") for i in range(5, 8)
+    ]
+    assert refused[5] is not None and refused[5].reason == "5 URLs already queued for the host"
+    assert h.frontier.queued == 5
+    h.check_counters()
+    # as the queue drains, there is room again
+    (robots,) = h.dispatched()
+    h.finish(robots)
+    (d,) = h.dispatched()
+    h.finish(d)
+    assert h.frontier.enqueue("http://trap.example/again") is None
+    assert h.frontier.enqueue("http://trap.example/more") is not None

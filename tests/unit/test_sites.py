@@ -321,15 +321,32 @@ def test_url_filter_maps_every_form_to_the_first_seen_one() -> None:
         ]
     )
     url_filter.handle(5, batch, FilterConfig(), set(), sites, out)  # type: ignore[arg-type]
-    assert out.urls == [
-        "http://www.example.com/a",
-        "http://www.example.com/a",  # url-seen drops the repeat
-        "http://www.example.com/b",
-        "http://www.example.com/b",
-    ]
+    # each form of one URL is one candidate, counting the links to it (for its tier)
+    assert out.urls == ["http://www.example.com/a", "http://www.example.com/b"]
+    assert [item["inlinks"] for _, _, item in out.added] == [2, 2]
     assert {(name, p) for name, p, _ in out.added} == {("url-seen", 5)}
     assert sites["example.com"]["aliases"] == ["example.com"]
     assert out.added[0][2]["via"] == "http://src.test/"  # the rest of the candidate is kept
+
+
+def test_url_filter_merges_repeats_at_the_least_depth_but_keeps_seeds_apart() -> None:
+    out = FakeOutbox()
+    batch = {
+        "urls": [
+            {"url": "http://a.test/x", "depth": 3, "priority": 0, "via": "http://a.test/1"},
+            {"url": "http://a.test/x", "depth": 2, "priority": 0, "via": "http://a.test/2"},
+            {"url": "http://a.test/x", "depth": 4, "priority": 0, "via": "http://a.test/3"},
+            {"url": "http://a.test/x", "depth": 0, "priority": 2, "via": "seed"},
+            {"url": "http://a.test/y", "depth": 1, "priority": 0, "via": "http://a.test/1"},
+        ]
+    }
+    url_filter.handle(0, batch, FilterConfig(), set(), {}, out)  # type: ignore[arg-type]
+    got = [(i["url"], i["depth"], i.get("inlinks", 1), i["via"]) for _, _, i in out.added]
+    assert got == [
+        ("http://a.test/x", 2, 3, "http://a.test/1"),
+        ("http://a.test/x", 0, 1, "seed"),
+        ("http://a.test/y", 1, 1, "http://a.test/1"),
+    ]
 
 
 def test_url_filter_logs_rejections_and_maps_nothing_for_them() -> None:
