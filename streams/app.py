@@ -42,7 +42,7 @@ from streams.settings import Settings
 from streams.stages import dedup, frontier, link_extract, parse, seeds, url_filter, url_seen
 from streams.stages.context import Outbox, StageContext
 from streams.stages.fetch import FetchStage
-from streams.tables import ProducedTable
+from streams.tables import FRONTIER_STORE_OPTIONS, ProducedTable
 from streams.web.observe import register_observe
 from streams.web.pages import register_pages
 from streams.web.shortlinks import register_shortlinks
@@ -187,8 +187,8 @@ def create_app(settings: Settings) -> SeineApp:
     app.seine_producer = ctx.producer  # type: ignore[attr-defined]
     n = settings.partitions
 
-    def table(name: str) -> Any:
-        return app.Table(name, default=None, partitions=n, key_type=str)
+    def table(name: str, options: dict[str, Any] | None = None) -> Any:
+        return app.Table(name, default=None, partitions=n, key_type=str, options=options)
 
     # url-seen's exact store: the URL registry layout (site id + URL hash keys,
     # one WriteBatch and one changelog record per message), see registry_table.py.
@@ -203,8 +203,8 @@ def create_app(settings: Settings) -> SeineApp:
     )
     app.tables.add(seen_table)
     scope_table = table("scope")
-    hosts_table = table("hosts")
-    queue_table = table("queue")
+    hosts_table = table("hosts", FRONTIER_STORE_OPTIONS)
+    queue_table = table("queue", FRONTIER_STORE_OPTIONS)
     fingerprint_table = table("fingerprints")
     band_table = table("simhash-bands")
     sites_table = table("sites")
@@ -229,6 +229,7 @@ def create_app(settings: Settings) -> SeineApp:
         fetch_lease=settings.fetch_lease,
         robots_retry=settings.robots_retry,
         robots_ttl=settings.robots_ttl,
+        max_retry_wait=settings.max_retry_wait,
         max_pages=settings.max_pages,
         max_host_pages=settings.max_host_pages,
         max_host_queue=settings.max_host_queue,

@@ -66,6 +66,9 @@ class Settings:
     robots_retry: float = 60.0
     #: Longest a Ctrl-C'd `seine crawl` drains (in-flight work to the end) before it stops.
     drain_timeout: float = 60.0
+    #: A page answered 429/503 goes back to its queue (3 times at most) if the host's
+    #: wait (Retry-After, politeness) is at most this many seconds; else it is given up.
+    max_retry_wait: float = 10.0
     #: Seconds fetched robots.txt rules are trusted before the host's robots.txt is asked
     #: again (RFC 9309 suggests at most 24 hours).
     robots_ttl: float = 86400.0

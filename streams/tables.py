@@ -26,6 +26,18 @@ from typing import Any
 
 from faust.tables.table import Table
 
+#: RocksDB options of the frontier's tables (`hosts`, `queue`), handed to Faust's
+#: rocksdb store. Faust's defaults are sized for few large tables: 64 MB write
+#: buffers (3 per database) and a 2 GB block cache *per partition database*. The
+#: queue is written once and read once per URL, in key order, so small write
+#: buffers and a small cache cost little speed and keep a worker's memory bounded
+#: however many URLs are queued (bench/frontier.py measures both).
+FRONTIER_STORE_OPTIONS: dict[str, int] = {
+    "write_buffer_size": 8 * 1024 * 1024,
+    "max_write_buffer_number": 2,
+    "block_cache_size": 16 * 1024 * 1024,
+}
+
 
 class ProducedTable(Table):
     """A faust.Table whose changelog messages are produced by `app.seine_producer`."""

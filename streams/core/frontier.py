@@ -33,6 +33,7 @@ Politeness rules, all enforced here and nowhere else:
 
 from __future__ import annotations
 
+import functools
 import heapq
 import time
 from collections.abc import Callable, Iterable, MutableMapping
@@ -117,6 +118,9 @@ class Politeness:
     user_agent: str = "SeineBot"
     fetch_lease: float = 120.0
     robots_retry: float = 60.0
+    #: A page answered 429/503 is asked again later only if the host's wait is at most
+    #: this long (a server asking for minutes is not worth holding the crawl open for).
+    max_retry_wait: float = 10.0
     #: How long fetched robots.txt rules are trusted (RFC 9309: not more than 24 hours).
     robots_ttl: float = 86400.0
     max_pages: int = 0
@@ -171,7 +175,8 @@ class Frontier:
         self.hosts = hosts
         self.queue = queue
         self.policy = policy
-        self.partition_of = partition_of
+        #: A host's partition, memoised: it is asked on every enqueue and completion.
+        self.partition_of = functools.lru_cache(maxsize=1 << 16)(partition_of)
         self.clock = clock
         self._partitions: dict[int, _PartitionQueue] = {}
         self._rules: dict[str, RobotsRules] = {}
@@ -224,6 +229,8 @@ class Frontier:
         for authority, state in states:
             if self.partition_of(authority) != partition:
                 continue
+            if "heads" not in state:
+                state = self._upgrade(authority, state)
             self.queued += pending(state)
             if state.get("busy"):
                 state = _copy(state)
@@ -240,6 +247,24 @@ class Frontier:
             if self._has_work(state):
                 self._schedule(pq, authority, max(now, float(state.get("next", 0.0))))
         self._partitions[partition] = pq
+
+    def _upgrade(self, authority: str, state: HostState) -> HostState:
+        """A host state from before the tiers (one FIFO range of `authority\x00seq`
+        keys): its queued URLs move, in order, into the tier each belongs in."""
+        state = dict(state)
+        head, tail = int(state.pop("head", 0)), int(state.pop("tail", 0))
+        state["heads"], state["tails"], state["wrr"] = [0] * TIERS, [0] * TIERS, [0] * TIERS
+        state.setdefault("pages", int(state.get("fetched", 0)))
+        for seq in range(head, tail):
+            item = self.queue.pop(f"{authority}\x00{seq:012d}", None)
+            if item is None:
+                continue
+            tier = tier_for(int(item.get("priority", 0)), int(item.get("depth", 0)))
+            at = state["tails"][tier]
+            self.queue[queue_key(authority, tier, at)] = {**item, "tier": tier}
+            state["tails"][tier] = at + 1
+        self._put(authority, state)
+        return state
 
     def knows_partition(self, partition: int) -> bool:
         return partition in self._partitions
@@ -557,12 +582,13 @@ class Frontier:
         wait: float,
     ) -> Decision:
         """A 429/503 means "not now", not "no": the page goes back to the head of its
-        host's queue (a few times at most), and the crawl log says how long the host waits."""
+        host's queue (a few times at most, and only for a short wait), and the crawl log
+        says how long the host waits."""
         told = f", Retry-After {retry_after:g} s" if retry_after is not None else ""
         why = f"HTTP {status}{told}: host waits {wait:g} s"
         retries = int(item.get("retries", 0)) + 1
         url, depth = str(item.get("url", "")), int(item.get("depth", 0))
-        if not item or retries > MAX_RETRIES:
+        if not item or retries > MAX_RETRIES or wait > self.policy.max_retry_wait:
             return Decision(url, host, "backoff", f"{why}, page given up", depth)
         again = dict(item)
         again["retries"] = retries

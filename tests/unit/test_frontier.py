@@ -220,9 +220,20 @@ def test_response_time_factor() -> None:
     assert len(h.dispatched()) == 1
 
 
+def test_a_page_is_not_retried_when_the_server_asks_for_a_long_wait() -> None:
+    h = Harness(Politeness(max_retry_wait=10.0))
+    h.open_host("a.example", b"", "/1", "/2")
+    (d,) = h.dispatched()
+    (backoff,) = h.finish(d, 503, retry_after=120.0)
+    assert backoff.reason == "HTTP 503, Retry-After 120 s: host waits 120 s, page given up"
+    h.check_counters()
+    h.clock.advance(120.0)
+    assert urls(h.dispatched()) == ["http://a.example/2"]
+
+
 @pytest.mark.parametrize("status", [429, 503])
 def test_retry_after_on_429_and_503(status: int) -> None:
-    h = Harness(Politeness(delay=1.0))
+    h = Harness(Politeness(delay=1.0, max_retry_wait=60.0))
     h.open_host("a.example", b"", "/1", "/2")
     h.clock.advance(1.0)
     (first,) = h.dispatched()
@@ -804,3 +815,43 @@ def test_max_urls_queued_per_host() -> None:
     h.finish(d)
     assert h.frontier.enqueue("http://trap.example/again") is None
     assert h.frontier.enqueue("http://trap.example/more") is not None
+
+
+def test_adopt_upgrades_a_host_state_from_before_the_tiers() -> None:
+    hosts = {
+        "a.example": {
+            "origin": "http://a.example",
+            "head": 1,
+            "tail": 4,
+            "next": 0.0,
+            "busy": 0.0,
+            "inflight": None,
+            "robots": "ready",
+            "robots_body": "",
+            "robots_tries": 0,
+            "errors": 0,
+            "last_ms": 0.0,
+            "fetched": 1,
+        }
+    }
+    queue = {
+        f"a.example\x00{seq:012d}": {"url": f"http://a.example/{seq}", "depth": d, "priority": 0}
+        for seq, d in ((1, 1), (2, 6), (3, 1))
+    }
+    h = Harness(hosts=hosts, queue=queue)
+    h.frontier.adopt(0, list(hosts.items()))
+    h.check_counters()
+    assert h.frontier.queued == 3
+    got = []
+    for _ in range(4):
+        for d in h.dispatched():
+            got.append(d.url)
+            h.finish(d)
+    # robots.txt first (its rules had no expiry), then the pages by tier, FIFO within one
+    assert got == [
+        "http://a.example/robots.txt",
+        "http://a.example/1",
+        "http://a.example/3",
+        "http://a.example/2",
+    ]
+    assert h.queue == {}
