@@ -144,6 +144,7 @@ def main() -> int:
     )
     try:
         # -- phase 1: enqueue, the frontier grows
+        rates: dict[str, list[float]] = {"enqueue": [], "dequeue": []}
         started = step_started = time.perf_counter()
         for i in range(n):
             host = i % args.hosts
@@ -154,8 +155,9 @@ def main() -> int:
             if (i + 1) % STEP == 0:
                 now = time.perf_counter()
                 current, peak = rss_mb()
+                rates["enqueue"].append(STEP / (now - step_started))
                 print(
-                    f"enqueue {i + 1:>9,}: {STEP / (now - step_started):>8,.0f} URLs/s  "
+                    f"enqueue {i + 1:>9,}: {rates['enqueue'][-1]:>8,.0f} URLs/s  "
                     f"RSS {current:.0f} MB (peak {peak:.0f})",
                     flush=True,
                 )
@@ -191,9 +193,10 @@ def main() -> int:
                 while dequeued >= next_report:
                     now = time.perf_counter()
                     current, peak = rss_mb()
+                    rates["dequeue"].append(STEP / (now - step_started))
                     print(
                         f"dequeue {next_report:>9,}: "
-                        f"{STEP / (now - step_started):>8,.0f} URLs/s  "
+                        f"{rates['dequeue'][-1]:>8,.0f} URLs/s  "
                         f"RSS {current:.0f} MB (peak {peak:.0f})",
                         flush=True,
                     )
@@ -202,6 +205,14 @@ def main() -> int:
         dequeue_s = time.perf_counter() - started
         assert dequeued == n, dequeued
         _, peak = rss_mb()
+        for phase, steps in rates.items():
+            if len(steps) >= 2:
+                # flat means the last step (largest frontier for enqueue, smallest for
+                # dequeue) runs as fast as the first: the ratio is the figure
+                print(
+                    f"{phase}: last/first 100k step {steps[-1] / steps[0]:.2f}x, "
+                    f"slowest/fastest {min(steps) / max(steps):.2f}x"
+                )
         print(
             f"enqueued {n:,} in {enqueue_s:.1f} s ({n / enqueue_s:,.0f}/s), dequeued in "
             f"{dequeue_s:.1f} s ({n / dequeue_s:,.0f}/s); peak RSS {peak:.0f} MB "

@@ -30,15 +30,29 @@ EXAMPLES: dict[str, list[dict[str, Any]]] = {
     "url_batch": [
         {
             "urls": [
-                {"url": "https://example.com/x", "depth": 1, "priority": 5, "via": "seed"},
-                {"url": "http://b.example/ü", "depth": 0, "priority": 0, "via": None},
+                {
+                    "url": "https://example.com/x",
+                    "depth": 1,
+                    "priority": 5,
+                    "via": "seed",
+                    "inlinks": 1,
+                },
+                {"url": "http://b.example/ü", "depth": 0, "priority": 0, "via": None, "inlinks": 3},
             ]
         },
         {"urls": []},
     ],
     "frontier_event": [
         {
-            "new_urls": [{"url": "https://example.com/", "depth": 0, "priority": 0, "via": None}],
+            "new_urls": [
+                {
+                    "url": "https://example.com/",
+                    "depth": 0,
+                    "priority": 0,
+                    "via": None,
+                    "inlinks": 2,
+                }
+            ],
             "completions": [
                 {
                     "url": "https://example.com/robots.txt",
