@@ -28,10 +28,12 @@ from streams import codec
 from streams.admin import ensure_topics
 from streams.core.fetching import FetchConfig, Fetcher
 from streams.core.filters import FilterConfig
+from streams.core.freshness import RevisitPolicy, RevisitSchedule
 from streams.core.frontier import Frontier, Politeness
 from streams.core.pagestore import PageStore
 from streams.core.poison import oversized, screen
 from streams.core.seeds import InvalidSeed
+from streams.core.sitemaps import SitemapConfig
 from streams.kafka_tuning import set_fetch_max_wait, stop_verifying_highwaters, verify_highwaters
 from streams.multiworker import write_status
 from streams.producer import hook_into_commits
@@ -210,6 +212,8 @@ def create_app(settings: Settings) -> SeineApp:
     sites_table = table("sites")
     #: URLs whose crawl ended without a stored page (see streams/resume.py).
     done_table = table("done")
+    #: URL → revisit record; written by link-extract and frontier, both in the host's partition
+    revisits_table = table("revisits")
     tables = [
         seen_table,
         scope_table,
@@ -219,6 +223,7 @@ def create_app(settings: Settings) -> SeineApp:
         band_table,
         sites_table,
         done_table,
+        revisits_table,
     ]
 
     policy = Politeness(
@@ -241,6 +246,12 @@ def create_app(settings: Settings) -> SeineApp:
             or (the_frontier.queued > 0 and not the_frontier.budget_exhausted())
         )
     )
+    revisits = RevisitSchedule(
+        revisits_table,
+        RevisitPolicy(settings.revisit_min, settings.revisit_max, settings.revisit_initial),
+        ctx.url_partition,
+        track_all=settings.recrawl,
+    )
     store = PageStore(
         Path(settings.data_dir) / "pages",
         segment_max_bytes=settings.segment_max_bytes,
@@ -255,9 +266,18 @@ def create_app(settings: Settings) -> SeineApp:
             max_body_bytes=settings.max_body_bytes,
             allow_private=settings.allow_private,
             resolve=dict(settings.resolve),
+            max_sitemap_bytes=settings.max_sitemap_bytes,
         )
     )
-    fetch_stage = FetchStage(ctx, fetcher, settings.max_in_flight)
+    sitemap_config = SitemapConfig(
+        enabled=settings.sitemaps,
+        probe=settings.sitemap_probe,
+        max_depth=settings.sitemap_max_depth,
+        max_bytes=settings.max_sitemap_bytes,
+    )
+    fetch_stage = FetchStage(
+        ctx, fetcher, settings.max_in_flight, sitemaps=sitemap_config, revisits=revisits
+    )
     seine = SeineApp(app, settings, ctx, the_frontier, store, fetch_stage)
     filter_config = FilterConfig(max_depth=settings.max_depth, same_host=settings.same_host)
     limits = ctx.limits
@@ -353,6 +373,8 @@ def create_app(settings: Settings) -> SeineApp:
             hosts_table.items(),
             out,
             done_table,
+            revisits,
+            revisits_table.items() if settings.recrawl else (),
             dispatch=seine.draining_since is None,
         )
 
@@ -367,7 +389,7 @@ def create_app(settings: Settings) -> SeineApp:
     agent(
         topology.LINK_EXTRACT,
         "link-extract",
-        lambda p, batch, out: link_extract.handle(ctx, batch, store, out),
+        lambda p, batch, out: link_extract.handle(ctx, batch, store, out, revisits),
     )
     agent(
         topology.URL_FILTER,
@@ -416,9 +438,10 @@ def create_app(settings: Settings) -> SeineApp:
             if partition not in ticks_pending:
                 ticks_pending.add(partition)
                 await ctx.send(topology.FRONTIER, partition, TICK)
-        for partition in the_frontier.partitions():
+        for partition in {*the_frontier.partitions(), *revisits.partitions()}:
             wake = the_frontier.next_wake(partition)
-            due = wake is not None and wake <= now
+            revisit = revisits.next_wake(partition)
+            due = (wake is not None and wake <= now) or (revisit is not None and revisit <= now)
             lease_check = bool(the_frontier.in_flight) and (
                 now - lease_ticks.get(partition, 0.0) >= settings.fetch_lease / 4
             )

@@ -133,6 +133,47 @@ def _crawl_flags(parser: argparse.ArgumentParser, *, bootstrap_required: bool = 
         metavar="HOST=ADDR[:PORT]",
         help="resolve HOST to ADDR (and PORT), like curl --resolve",
     )
+    parser.add_argument(
+        "--recrawl",
+        action="store_const",
+        const=True,
+        help="keep crawling: refetch pages on their revisit schedule (never stops when idle)",
+    )
+    parser.add_argument(
+        "--revisit-min",
+        dest="revisit_min",
+        type=float,
+        metavar="SECONDS",
+        help="shortest revisit interval (default 3600)",
+    )
+    parser.add_argument(
+        "--revisit-max",
+        dest="revisit_max",
+        type=float,
+        metavar="SECONDS",
+        help="longest revisit interval (default 30 days)",
+    )
+    parser.add_argument(
+        "--revisit-initial",
+        dest="revisit_initial",
+        type=float,
+        metavar="SECONDS",
+        help="revisit interval after a page's first fetch (default 1 day)",
+    )
+    parser.add_argument(
+        "--no-sitemaps",
+        dest="sitemaps",
+        action="store_const",
+        const=False,
+        help="do not follow the Sitemap: lines of robots.txt",
+    )
+    parser.add_argument(
+        "--sitemap-probe",
+        dest="sitemap_probe",
+        action="store_const",
+        const=True,
+        help="also try /sitemap.xml on hosts whose robots.txt names no sitemap",
+    )
     parser.add_argument("--user-agent", dest="user_agent")
     parser.add_argument(
         "--web-port", dest="web_port", type=int, help="serve the web API on this localhost port"
@@ -269,6 +310,12 @@ def _settings_from(args: argparse.Namespace, **extra: Any) -> Settings:
         "web_port",
         "app_id",
         "redirect_port",
+        "recrawl",
+        "revisit_min",
+        "revisit_max",
+        "revisit_initial",
+        "sitemaps",
+        "sitemap_probe",
     ):
         value = getattr(args, name, None)
         if value is not None:
@@ -337,7 +384,8 @@ def run_crawl(
 
     with broker_for(settings) as effective:
         seine = create_app(effective)
-        seine.until_idle = until_idle
+        # --recrawl keeps the crawl going on the revisit schedule: never idle for good
+        seine.until_idle = until_idle and not effective.recrawl
         seine.drain_on_sigint = drain_on_sigint
         seine.initial_seeds = seeds
         progress = Progress(total=effective.max_pages or None)

@@ -123,6 +123,21 @@ class Settings:
     #: This worker's id in its WARC segment names (with a random part, so names never
     #: collide across workers); empty means host name and process id.
     worker_id: str = ""
+    #: Keep crawling: refetch every fetched page on its revisit schedule (never idle).
+    recrawl: bool = False
+    #: Revisit interval bounds (seconds): halved on change, doubled when unchanged.
+    revisit_min: float = 3600.0
+    revisit_max: float = 30 * 86400.0
+    #: The interval after a page's first fetch.
+    revisit_initial: float = 86400.0
+    #: Follow the Sitemap: lines of robots.txt (their URLs go through url-filter).
+    sitemaps: bool = True
+    #: Also try /sitemap.xml of a host whose robots.txt names no sitemap.
+    sitemap_probe: bool = False
+    #: Deepest sitemap nesting followed (robots.txt's sitemap is 1, an index's child 2).
+    sitemap_max_depth: int = 3
+    #: A sitemap's cap, read off the wire and again after gunzip (the protocol's 50 MB).
+    max_sitemap_bytes: int = 50 * 1024 * 1024
     #: Linger (seconds) before a stage sends its coalesced output batch.
     batch_linger: float = 0.01
     #: Most messages an agent takes from its stream to handle as one unit.

@@ -121,14 +121,16 @@ STAGES: tuple[StageSpec, ...] = (
         "frontier",
         FRONTIER,
         (FETCH, CRAWL_LOG),
-        ("hosts", "queue", "done"),
-        doc="Per-host FIFO queues, robots.txt, one request in flight per host, delays.",
+        ("hosts", "queue", "done", "revisits"),
+        doc="Per-host FIFO queues, robots.txt, one request in flight per host, delays; "
+        "due revisits and re-fed URLs.",
     ),
     StageSpec(
         "fetch",
         FETCH,
         (PARSE, FRONTIER, URL_FILTER, CRAWL_LOG),
-        doc="HTTP GET with timeouts and caps; completions go back to the frontier.",
+        doc="HTTP GET with timeouts and caps (conditional on revisits); completions go back "
+        "to the frontier; sitemaps and their entries go to url-filter.",
     ),
     StageSpec(
         "parse",
@@ -149,7 +151,9 @@ STAGES: tuple[StageSpec, ...] = (
         "link-extract",
         LINK_EXTRACT,
         (URL_FILTER,),
-        doc="Store the page (WARC + index); resolve and canonicalize its links.",
+        ("revisits",),
+        doc="Store the page (WARC + index) and its revisit record; resolve and canonicalize "
+        "its links.",
     ),
     StageSpec(
         "url-filter",

@@ -614,7 +614,8 @@ class FetchResult:
 
     url: str
     status: int = 0
-    #: fetched | not-html | http-error | redirect | error | blocked | dns-error | robots,
+    #: fetched | unchanged (304) | sitemap | not-html | http-error | redirect | error |
+    #: blocked | dns-error | robots,
     #: or whatever a registered handler records.
     outcome: str = "error"
     reason: str = ""
@@ -664,6 +665,8 @@ class FetchConfig:
     max_body_bytes: int = 5 * 1024 * 1024
     max_robots_bytes: int = 512 * 1024
     max_robots_redirects: int = 5
+    #: A sitemap as read off the wire (a .xml.gz is inflated later, to its own cap).
+    max_sitemap_bytes: int = 50 * 1024 * 1024
     allow_private: bool = False
     #: Networks reachable even when private targets are off (e.g. one intranet range).
     allowed_networks: tuple[str, ...] = ()
@@ -697,6 +700,9 @@ class _Progress:
     phase: str = "connect"
     partial: list[bytes] = field(default_factory=list)
     wire_bytes: int = 0
+
+
+_SITEMAP_ACCEPT = "application/xml, text/xml;q=0.9, application/x-gzip;q=0.8, */*;q=0.1"
 
 
 def _is_redirect(status: int) -> bool:
@@ -836,8 +842,15 @@ class Fetcher:
         if self._resolver is not None:
             await self._resolver.close()
 
-    async def fetch(self, url: str, kind: str = "page") -> FetchResult:
-        """Fetch one URL; every failure is folded into the result, within total_timeout."""
+    async def fetch(
+        self, url: str, kind: str = "page", headers: Mapping[str, str] | None = None
+    ) -> FetchResult:
+        """Fetch one URL; every failure is folded into the result, within total_timeout.
+
+        ``kind``: "page", "robots" or "sitemap". ``headers``: extra request headers,
+        e.g. If-None-Match / If-Modified-Since for a revisit (a 304 answer becomes
+        the outcome "unchanged", without a body).
+        """
         if self._session is None:
             await self.start()
         started = time.monotonic()
@@ -848,8 +861,10 @@ class Fetcher:
             async with total:
                 if kind == "robots":
                     await self._fetch_robots(url, result, progress)
+                elif kind == "sitemap":
+                    await self._fetch_sitemap(url, result, progress)
                 else:
-                    await self._fetch_page(url, result, progress)
+                    await self._fetch_page(url, result, progress, headers)
         except BlockedAddress as exc:
             result.outcome, result.reason = "blocked", str(exc)
         except _FetchTimeout as exc:
@@ -916,7 +931,9 @@ class Fetcher:
             self.guard.check(host, address)
         return target
 
-    async def _open(self, url: str, progress: _Progress) -> aiohttp.ClientResponse:
+    async def _open(
+        self, url: str, progress: _Progress, headers: Mapping[str, str] | None = None
+    ) -> aiohttp.ClientResponse:
         """Send the request and wait for the response head, within first_byte_timeout."""
         assert self._session is not None
         target = self.check_address(url)
@@ -924,7 +941,7 @@ class Fetcher:
         timer = asyncio.timeout(self.first_byte_timeout)
         try:
             async with timer:
-                return await self._session.get(target, allow_redirects=False)
+                return await self._session.get(target, allow_redirects=False, headers=headers)
         except TimeoutError:
             if timer.expired():
                 raise _FetchTimeout(
@@ -947,8 +964,14 @@ class Fetcher:
         else:
             response.close()
 
-    async def _fetch_page(self, url: str, result: FetchResult, progress: _Progress) -> None:
-        response = await self._open(url, progress)
+    async def _fetch_page(
+        self,
+        url: str,
+        result: FetchResult,
+        progress: _Progress,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        response = await self._open(url, progress, headers)
         view: _Response | None = None
         try:
             result.status = response.status
@@ -965,6 +988,10 @@ class Fetcher:
                 result.reason = (
                     f"redirect to {location}" if location else "redirect without Location"
                 )
+                return
+            if response.status == 304:
+                # only ever an answer to our conditional GET: the stored copy is current
+                result.outcome, result.reason = "unchanged", "HTTP 304 not modified"
                 return
             if response.status >= 400:
                 result.outcome, result.reason = "http-error", f"HTTP {response.status}"
@@ -983,6 +1010,37 @@ class Fetcher:
                     f"compressed body over {view.wire_bytes} bytes for {len(result.body)} "
                     "decoded, truncated"
                 )
+        finally:
+            self._done(response, view)
+
+    async def _fetch_sitemap(self, url: str, result: FetchResult, progress: _Progress) -> None:
+        """A sitemap: any content type (servers label them every way), read to its cap.
+
+        Redirects are reported like a page's, so the target is checked and queued
+        politely; a .xml.gz stays compressed here and is inflated, bounded, by
+        streams.core.sitemaps.
+        """
+        response = await self._open(url, progress, {"Accept": _SITEMAP_ACCEPT})
+        view: _Response | None = None
+        try:
+            result.status = response.status
+            result.ip = self._peer_ip(response)
+            result.content_type = response.headers.get("Content-Type", "")
+            result.retry_after = parse_retry_after(response.headers.get("Retry-After"))
+            if _is_redirect(response.status):
+                result.location = response.headers.get("Location")
+                result.outcome = "redirect"
+                result.reason = f"redirect to {result.location}"
+                return
+            if not 200 <= response.status < 300:
+                result.outcome, result.reason = "http-error", f"sitemap HTTP {response.status}"
+                return
+            view = _Response(response, url, self.config.max_sitemap_bytes, progress)
+            body = await view.read()
+            result.body, result.truncated = body.data, body.truncated
+            result.outcome = "sitemap"
+            if body.truncated:
+                result.reason = f"sitemap over {self.config.max_sitemap_bytes} bytes, truncated"
         finally:
             self._done(response, view)
 

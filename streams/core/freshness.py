@@ -150,7 +150,7 @@ class RevisitSchedule:
 
     def __init__(
         self,
-        records: MutableMapping[str, Record],
+        records: MutableMapping[str, Any],
         policy: RevisitPolicy,
         partition_of: Callable[[str], int],
         *,
@@ -163,6 +163,7 @@ class RevisitSchedule:
         self.track_all = track_all
         self.clock = clock
         self._heaps: dict[int, _Heap] = {}
+        self._adopted: set[int] = set()
         #: Counters for progress lines and tests.
         self.changed = 0
         self.unchanged = 0
@@ -171,15 +172,16 @@ class RevisitSchedule:
     # -- recovery -------------------------------------------------------------------
 
     def knows_partition(self, partition: int) -> bool:
-        return partition in self._heaps
+        return partition in self._adopted
 
     def adopt(self, partition: int, items: Iterable[tuple[str, Record]]) -> None:
         """Rebuild a partition's heap from its records (only when every URL is tracked)."""
+        self._adopted.add(partition)
         heap = self._heaps.setdefault(partition, _Heap())
         if not self.track_all:
             return
         for url, record in items:
-            if isinstance(record, Mapping) and self.partition_of(url) == partition:
+            if isinstance(record, dict) and self.partition_of(url) == partition:
                 self._schedule(heap, url, float(record.get("next", 0.0)))
 
     # -- inputs ---------------------------------------------------------------------
@@ -198,7 +200,7 @@ class RevisitSchedule:
         etag, last_modified = validators(headers)
         record, change = observe(
             self.policy,
-            self.records.get(url),
+            self.record(url),
             fingerprint=fingerprint,
             etag=etag,
             last_modified=last_modified,
@@ -215,7 +217,7 @@ class RevisitSchedule:
 
     def unmodified(self, url: str, now: float | None = None) -> Record | None:
         """A conditional GET answered 304: the page is unchanged; None if it has no record."""
-        previous = self.records.get(url)
+        previous = self.record(url)
         if previous is None:
             return None
         record = not_modified(self.policy, previous, self.clock() if now is None else now)
@@ -231,7 +233,7 @@ class RevisitSchedule:
         or its time has come; else schedule it for then). Otherwise: now.
         """
         now = self.clock() if now is None else now
-        record = self.records.get(url)
+        record = self.record(url)
         if not when_due or record is None or float(record.get("next", 0.0)) <= now:
             return True
         self._schedule(self._heap(url), url, float(record["next"]))
@@ -239,7 +241,13 @@ class RevisitSchedule:
 
     def headers_for(self, url: str) -> dict[str, str]:
         """Conditional-GET headers for a fetch of `url` (empty for a URL never fetched)."""
-        return conditional_headers(self.records.get(url))
+        return conditional_headers(self.record(url))
+
+    def record(self, url: str) -> Record | None:
+        """The revisit record of `url`; None if it has none (a value that is not a
+        record, such as url-seen's 1, means: seen, never fetched whole)."""
+        value = self.records.get(url)
+        return value if isinstance(value, dict) else None
 
     # -- output ---------------------------------------------------------------------
 
@@ -260,7 +268,7 @@ class RevisitSchedule:
             if heap.at.get(url) != at:
                 continue  # stale entry
             del heap.at[url]
-            record = self.records.get(url) or {}
+            record = self.record(url) or {}
             out.append((url, int(record.get("depth", 0))))
             if self.track_all:
                 interval = float(record.get("interval", self.policy.initial_interval))

@@ -272,10 +272,11 @@ class Frontier:
     # -- inputs -------------------------------------------------------------------
 
     def enqueue(
-        self, url: str, depth: int = 0, priority: int = 0, *, inlinks: int = 1
+        self, url: str, depth: int = 0, priority: int = 0, *, inlinks: int = 1, kind: str = "page"
     ) -> Decision | None:
         """Append a URL (already canonical and new) to its host's queue, in its tier.
 
+        ``kind`` ("page" or "sitemap") travels with the item to the fetch request.
         Returns the decision not to, when the host is over one of its trap budgets.
         """
         authority = authority_of(url)
@@ -306,12 +307,10 @@ class Frontier:
             state = _copy(state)
         tier = tier_for(priority, depth, inlinks)
         tail = int(state["tails"][tier])
-        self.queue[queue_key(authority, tier, tail)] = {
-            "url": url,
-            "depth": depth,
-            "priority": priority,
-            "tier": tier,
-        }
+        item: QueueItem = {"url": url, "depth": depth, "priority": priority, "tier": tier}
+        if kind != "page":  # hook (sitemaps): only non-pages carry it, items stay small
+            item["kind"] = kind
+        self.queue[queue_key(authority, tier, tail)] = item
         state["tails"][tier] = tail + 1
         self._put(authority, state)
         self.queued += 1
@@ -421,7 +420,7 @@ class Frontier:
             if now - float(state["busy"]) < self.policy.fetch_lease:
                 continue
             item = state.get("inflight") or {}
-            kind = "robots" if state.get("robots") == ROBOTS_PENDING else "page"
+            kind = "robots" if state.get("robots") == ROBOTS_PENDING else item.get("kind", "page")
             url = item.get("url") or f"{state['origin']}/robots.txt"
             state = _copy(state)
             state["busy"] = now
@@ -675,6 +674,7 @@ class Frontier:
             self.pages_dispatched += 1
             state["pages"] = int(state.get("pages", 0)) + 1
             self._mark_busy(authority, state, now, item)
-            return Dispatch(item["url"], authority, "page", int(item["depth"]), now)
+            kind = item.get("kind", "page")  # hook (sitemaps)
+            return Dispatch(item["url"], authority, kind, int(item["depth"]), now)
         self._put(authority, state)
         return None

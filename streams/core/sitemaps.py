@@ -42,9 +42,13 @@ from streams.core.urls import canonical, host_of, resolve, site_key
 __all__ = [
     "MAX_URLS",
     "Sitemap",
+    "SitemapConfig",
     "SitemapError",
+    "SitemapReading",
     "decode_sitemap",
     "parse_sitemap",
+    "read_sitemap",
+    "robots_discoveries",
     "robots_sitemaps",
     "same_site",
 ]
@@ -244,3 +248,75 @@ def same_site(sitemap_url: str, urls: Iterable[str]) -> tuple[list[str], int]:
         else:
             dropped += 1
     return kept, dropped
+
+
+@dataclass(frozen=True)
+class SitemapConfig:
+    """What the crawl does with sitemaps (from Settings)."""
+
+    #: Follow the ``Sitemap:`` lines of robots.txt.
+    enabled: bool = True
+    #: Also try ``/sitemap.xml`` of a host whose robots.txt names no sitemap
+    #: (one more request per host, so off by default).
+    probe: bool = False
+    #: Deepest nesting followed: a sitemap named by robots.txt is 1, a sitemap an
+    #: index at depth 1 lists is 2, and so on. An index at this depth is not followed.
+    max_depth: int = 3
+    max_bytes: int = MAX_BYTES
+    max_urls: int = MAX_URLS
+
+
+def robots_discoveries(
+    robots_url: str, status: int, body: bytes | None, config: SitemapConfig
+) -> list[str]:
+    """The sitemaps to fetch after a host's robots.txt answered (depth 1 each)."""
+    if not config.enabled:
+        return []
+    found = robots_sitemaps(robots_url, body) if 200 <= status < 300 else []
+    if not found and config.probe and (200 <= status < 300 or 400 <= status < 500):
+        probe = resolve(robots_url, "/sitemap.xml")
+        found = [probe] if probe else []
+    return found
+
+
+@dataclass
+class SitemapReading:
+    """One fetched sitemap, read: what to crawl next, and a line for the crawl log."""
+
+    pages: list[str] = field(default_factory=list)
+    sitemaps: list[str] = field(default_factory=list)
+    reason: str = ""
+    #: The body was not a sitemap at all.
+    invalid: bool = False
+
+
+def read_sitemap(url: str, depth: int, body: bytes, config: SitemapConfig) -> SitemapReading:
+    """Decode, parse and scope one fetched sitemap at nesting `depth` (never raises
+    for bad input: a hostile body becomes a reason)."""
+    cut = False
+    try:
+        xml, cut = decode_sitemap(body, config.max_bytes)
+        sitemap = parse_sitemap(xml, max_urls=config.max_urls, truncated=cut)
+    except SitemapError as exc:
+        where = f" (decoded body cut at {config.max_bytes} bytes)" if cut else ""
+        return SitemapReading(reason=f"not a sitemap: {exc}{where}", invalid=True)
+    kept, dropped = same_site(url, sitemap.urls)
+    notes = [f"{sitemap.kind}: {len(kept)} URLs"]
+    reading = SitemapReading()
+    if sitemap.kind == "index":
+        if depth >= config.max_depth:
+            notes.append(f"not followed: nested deeper than {config.max_depth}")
+        else:
+            reading.sitemaps = kept
+    else:
+        reading.pages = kept
+    if dropped:
+        notes.append(f"{dropped} on other sites dropped")
+    if sitemap.invalid:
+        notes.append(f"{sitemap.invalid} invalid")
+    if sitemap.truncated:
+        notes.append(f"cut at {config.max_urls} URLs or {config.max_bytes} bytes")
+    if sitemap.error:
+        notes.append(sitemap.error)
+    reading.reason = "; ".join(notes)
+    return reading

@@ -5,6 +5,13 @@ semaphore, which is the stage's back-pressure) and moves on, so one slow host
 never delays the others. Each finished fetch adds, to a lingering outbox, its
 completion for the frontier (which releases the host), its crawl-log record,
 the page for the parser, or a redirect target for url-filter.
+
+Sitemaps: a robots.txt answer yields the sitemaps it names (and /sitemap.xml when
+probing is on); a fetched sitemap yields its pages and, from an index, more
+sitemaps. All go to url-filter like links (scope, canonical form, url-seen), the
+sitemaps marked ``kind = "sitemap"`` so the frontier hands them back here as such.
+A page with a revisit record is fetched with a conditional GET; a 304 is logged
+as "unchanged" and stores nothing.
 """
 
 from __future__ import annotations
@@ -15,6 +22,13 @@ from typing import Any
 
 import topology
 from streams.core.fetching import Fetcher, FetchResult
+from streams.core.freshness import RevisitSchedule
+from streams.core.sitemaps import (
+    SitemapConfig,
+    SitemapReading,
+    read_sitemap,
+    robots_discoveries,
+)
 from streams.core.urls import resolve
 from streams.stages.context import Outbox, StageContext, crawl_log_record
 from streams.stages.url_filter import REDIRECT_VIA_PREFIX
@@ -23,9 +37,19 @@ log = logging.getLogger("seine.fetch")
 
 
 class FetchStage:
-    def __init__(self, ctx: StageContext, fetcher: Fetcher, max_in_flight: int) -> None:
+    def __init__(
+        self,
+        ctx: StageContext,
+        fetcher: Fetcher,
+        max_in_flight: int,
+        *,
+        sitemaps: SitemapConfig | None = None,
+        revisits: RevisitSchedule | None = None,
+    ) -> None:
         self.ctx = ctx
         self.fetcher = fetcher
+        self.sitemaps = sitemaps if sitemaps is not None else SitemapConfig(enabled=False)
+        self.revisits = revisits
         self.out: Outbox = ctx.outbox()
         self._slots = asyncio.Semaphore(max_in_flight)
         self._tasks: set[asyncio.Task[None]] = set()
@@ -33,19 +57,37 @@ class FetchStage:
     async def submit(self, partition: int, batch: dict[str, Any]) -> None:
         for request in batch["requests"]:
             self.ctx.counters.fetch_in_flight += 1
+            headers = None
+            if self.revisits is not None and request["kind"] == "page":
+                # read while this fetch event is current: the record is in its partition
+                headers = self.revisits.headers_for(request["url"]) or None
             await self._slots.acquire()
-            task = asyncio.ensure_future(self._run(partition, request))
+            task = asyncio.ensure_future(self._run(partition, request, headers))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
-    async def _run(self, partition: int, request: dict[str, Any]) -> None:
+    async def _run(
+        self, partition: int, request: dict[str, Any], headers: dict[str, str] | None = None
+    ) -> None:
         try:
+            reading: SitemapReading | None = None
             try:
-                result = await self.fetcher.fetch(request["url"], request["kind"])
+                result = await self.fetcher.fetch(request["url"], request["kind"], headers)
+                if result.outcome == "sitemap":
+                    # up to 50 MB of XML: parse off the event loop
+                    reading = await asyncio.to_thread(
+                        read_sitemap, request["url"], request["depth"], result.body, self.sitemaps
+                    )
+                    if reading.invalid:
+                        result.outcome = "sitemap-invalid"
+                    result.reason = "; ".join(r for r in (result.reason, reading.reason) if r)
             except Exception as exc:  # the fetcher folds errors, but never let one escape
                 log.exception("fetch of %s failed unexpectedly", request["url"])
                 result = FetchResult(url=request["url"], outcome="error", reason=repr(exc))
             self._report(partition, request, result)
+            if reading is not None:
+                result.body = b""  # logged; the entries are all that is needed further
+                self._follow_sitemap(request, reading)
         finally:
             self.ctx.counters.fetch_in_flight -= 1
             self._slots.release()
@@ -83,6 +125,16 @@ class FetchStage:
                 url_id=request.get("url_id", 0),
             )
         )
+        if kind == "robots":
+            sitemaps = robots_discoveries(request["url"], result.status, result.body, self.sitemaps)
+            for url in sitemaps:
+                self._discovered(url, 1, "sitemap", request["url"])
+            return
+        if result.outcome == "redirect" and kind == "sitemap" and result.location:
+            target = resolve(request["url"], result.location)
+            if target:
+                self._discovered(target, request["depth"], "sitemap", request["url"])
+            return
         if kind != "page":
             return
         if result.outcome == "fetched":
@@ -117,6 +169,22 @@ class FetchStage:
                         "via": REDIRECT_VIA_PREFIX + request["url"],
                     },
                 )
+
+    def _follow_sitemap(self, request: dict[str, Any], reading: SitemapReading) -> None:
+        """A sitemap's entries: its pages at its own depth (the sitemap hop is free),
+        the sitemaps an index lists one level deeper (read_sitemap bounds that)."""
+        depth, via = request["depth"], request["url"]
+        for url in reading.sitemaps:
+            self._discovered(url, depth + 1, "sitemap", via)
+        for url in reading.pages:
+            self._discovered(url, depth, "page", via)
+
+    def _discovered(self, url: str, depth: int, kind: str, via: str) -> None:
+        self.out.add(
+            topology.URL_FILTER,
+            self.ctx.url_partition(url),
+            {"url": url, "depth": depth, "priority": 0, "via": via, "kind": kind},
+        )
 
     async def close(self) -> None:
         for task in list(self._tasks):

@@ -12,8 +12,10 @@ from collections.abc import Iterable, MutableMapping
 from typing import Any
 
 import topology
+from streams.core.freshness import Record, RevisitSchedule
 from streams.core.frontier import Decision, Dispatch, Frontier, HostState
 from streams.core.sites import url_id_long
+from streams.stages import recrawl
 from streams.stages.context import Outbox, crawl_log_record
 
 
@@ -24,6 +26,8 @@ def handle(
     host_states: Iterable[tuple[str, HostState]],
     out: Outbox,
     done: MutableMapping[str, str] | None = None,
+    revisits: RevisitSchedule | None = None,
+    revisit_records: Iterable[tuple[str, Record]] = (),
     *,
     dispatch: bool = True,
 ) -> None:
@@ -36,13 +40,17 @@ def handle(
     """
     if not frontier.knows_partition(partition):
         frontier.adopt(partition, host_states)
+    new_urls = event["new_urls"]
+    if revisits is not None:  # hook (freshness): 304s, re-fed URLs, due revisits
+        new_urls = recrawl.handle(partition, event, frontier, revisits, revisit_records)
     decisions: list[Decision] = []
-    for candidate in event["new_urls"]:
+    for candidate in new_urls:
         refused = frontier.enqueue(
             candidate["url"],
             candidate["depth"],
             candidate["priority"],
             inlinks=candidate.get("inlinks", 1),
+            kind=candidate.get("kind", "page"),
         )
         if refused is not None:
             decisions.append(refused)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 import topology
+from streams.core.freshness import RevisitSchedule
 from streams.core.pagestore import PageStore
 from streams.core.simhash import to_unsigned
 from streams.core.urls import resolve, resolve_and_canonicalize
@@ -24,13 +25,30 @@ def _headers(page: dict[str, Any]) -> list[tuple[str, str]]:
     return [(h["name"], h["value"]) for h in page["headers"]]
 
 
-def handle(ctx: StageContext, batch: dict[str, Any], store: PageStore, out: Outbox) -> int:
-    """Store every page of the batch with one index write batch; returns links emitted."""
+def handle(
+    ctx: StageContext,
+    batch: dict[str, Any],
+    store: PageStore,
+    out: Outbox,
+    revisits: RevisitSchedule | None = None,
+) -> int:
+    """Store every page of the batch with one index write batch; returns links emitted.
+
+    Also the page's revisit record (this runs in the host's partition, so the
+    ``revisits`` table follows the host): fingerprint, validators, next visit.
+    """
     writes: list[dict[str, Any]] = []
     emitted = 0
     max_url = ctx.limits.max_url_bytes
     for parsed in batch["pages"]:
         page = parsed["page"]
+        if revisits is not None and 200 <= page["status"] < 300:
+            revisits.fetched(
+                page["url"],
+                fingerprint=parsed["fingerprint"],
+                headers=_headers(page),
+                depth=page["depth"],
+            )
         duplicate = parsed.get("duplicate_of")
         if duplicate:
             writes.append(

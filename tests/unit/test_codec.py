@@ -36,8 +36,16 @@ EXAMPLES: dict[str, list[dict[str, Any]]] = {
                     "priority": 5,
                     "via": "seed",
                     "inlinks": 1,
+                    "kind": "page",
                 },
-                {"url": "http://b.example/ü", "depth": 0, "priority": 0, "via": None, "inlinks": 3},
+                {
+                    "url": "http://b.example/ü",
+                    "depth": 0,
+                    "priority": 0,
+                    "via": None,
+                    "inlinks": 3,
+                    "kind": "sitemap",
+                },
             ]
         },
         {"urls": []},
@@ -51,6 +59,7 @@ EXAMPLES: dict[str, list[dict[str, Any]]] = {
                     "priority": 0,
                     "via": None,
                     "inlinks": 2,
+                    "kind": "page",
                 }
             ],
             "completions": [

@@ -16,7 +16,16 @@ from streams import codec
 EXAMPLES = {
     "seed": {"url": "http://example.com/", "priority": 2},
     "url_batch": {
-        "urls": [{"url": "http://a.test/", "depth": 1, "priority": 0, "via": None, "inlinks": 2}]
+        "urls": [
+            {
+                "url": "http://a.test/",
+                "depth": 1,
+                "priority": 0,
+                "via": None,
+                "inlinks": 2,
+                "kind": "sitemap",
+            }
+        ]
     },
     "crawl_log": {
         "url": "http://a.test/",
