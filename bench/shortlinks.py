@@ -462,8 +462,19 @@ async def run(args: argparse.Namespace, pid: int, port: int, redirect_port: int)
     created = await create_all(base, urls, args.concurrency)
     again = await create_all(base, urls, args.concurrency)
     all_codes = created.pop("codes")
-    if again.pop("codes") != all_codes:
-        raise SystemExit("the same URLs got different codes the second time")
+    again_codes = again.pop("codes")
+    # A code is "" where the request was refused (503 while partitions move, 429):
+    # only two answered requests for one URL can disagree.
+    pairs = zip(all_codes, again_codes, strict=True)
+    differ = [i for i, (a, b) in enumerate(pairs) if a and b and a != b]
+    if differ:
+        raise SystemExit(f"{len(differ)} URLs got different codes the second time")
+    if "" in all_codes or "" in again_codes:
+        print(
+            f"creation refused some requests: first {created['statuses']}, "
+            f"again {again['statuses']}",
+            file=sys.stderr,
+        )
     codes = [c for c in all_codes if c]
     if args.hot:
         codes = codes[: args.hot]
