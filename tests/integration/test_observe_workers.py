@@ -30,12 +30,12 @@ def snapshot(port: int, scope: str) -> dict[str, Any]:
 
 
 def known_crash(data: Path) -> str:
-    """A known crash that is not about the dashboard, or '': a worker whose table
-    recovery finds a changelog offset beyond the embedded broker's highwater (Faust's
-    ConsistencyError), or whose port P+1 another process took meanwhile."""
+    """The line saying another process took port P+1 between the check and the
+    worker's bind (a race of the test's port choice, not a fault of Seine), or ''.
+    Any other crash, e.g. a table recovery error, fails the test."""
     for log in data.glob("worker-*/worker.log"):
         for line in log.read_text(errors="replace").splitlines():
-            if "worker crashed: ConsistencyError" in line or "address already in use" in line:
+            if "address already in use" in line:
                 return line[:300]
     return ""
 
@@ -96,10 +96,7 @@ def test_dashboard_data_sums_every_worker(broker: EmbeddedBroker, tmp_path: Path
                         pass
                     crashed = known_crash(tmp_path / "data")
                     if crashed:
-                        pytest.skip(
-                            "a worker crashed for a reason this test is not about (seen on "
-                            f"a loaded machine): {crashed}"
-                        )
+                        pytest.skip(f"another process took the second worker's port: {crashed}")
                     if time.monotonic() > deadline:
                         worker_logs = [
                             (tmp_path / "data" / f"worker-{i}" / "worker.log").read_text()[-1500:]
