@@ -113,9 +113,26 @@ class Chromium:
                     raise RuntimeError(f"{method}: {data['error']}")
                 return dict(data.get("result", {}))
 
-    async def open(self, url: str) -> None:
+    async def open(self, url: str, ready: str = "true", deadline_s: float = 30) -> None:
+        """Navigate and return once the document has loaded and `ready` (JS) is truthy.
+
+        Page.navigate answers before the new document exists; evaluating at once
+        may still run in about:blank, so wait on the document itself.
+        """
         await self.call("Page.enable")
         await self.call("Page.navigate", url=url)
+        check = (
+            f"document.readyState === 'complete' && location.href === {json.dumps(url)}"
+            f" && !!({ready})"
+        )
+        deadline = time.monotonic() + deadline_s
+        while True:
+            result = await self.call("Runtime.evaluate", expression=check, returnByValue=True)
+            if result.get("result", {}).get("value") is True:
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{url} did not load within {deadline_s} s ({ready})")
+            await asyncio.sleep(0.1)  # poll the document; the browser decides when
 
     async def evaluate(self, expression: str) -> Any:
         result = await self.call("Runtime.evaluate", expression=expression, returnByValue=True)
