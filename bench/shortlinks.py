@@ -82,11 +82,31 @@ def percentile(sorted_values: list[float], q: float) -> float:
     return sorted_values[index]
 
 
+def descendants(pid: int) -> list[int]:
+    """`pid` and every process below it (the worker's redirect process is its child)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                children.setdefault(ppid, []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        todo.extend(children.get(current, []))
+    return found
+
+
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU of a process (all threads), from /proc/PID/stat."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """User + system CPU of a process and its descendants (all threads), from /proc."""
+    total = 0
+    for one in descendants(pid):
+        with contextlib.suppress(OSError), open(f"/proc/{one}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 @contextlib.contextmanager
@@ -157,6 +177,7 @@ def profiled(pid: int, output: str | None, seconds: float) -> Iterator[None]:
             "200",
             "--nonblocking",
             "--threads",
+            "--subprocesses",
             "--format",
             fmt,
             "-o",

@@ -183,7 +183,7 @@ def _crawl_flags(parser: argparse.ArgumentParser, *, bootstrap_required: bool = 
         dest="redirect_port",
         type=int,
         help="also serve short-link redirects (GET /s/CODE) on this localhost port, "
-        "through a lighter listener than the web API's",
+        "from a process of their own beside the worker",
     )
 
 

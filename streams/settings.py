@@ -82,7 +82,8 @@ class Settings:
     web_bind: str = "127.0.0.1"
     web_port: int = 6066
     #: Port of the dedicated short-link redirect listener (GET /s/{code} only, on
-    #: web_bind; streams/web/redirect_server.py); 0: redirects only on web_port.
+    #: web_bind; a process beside the worker, streams/web/redirect_process.py);
+    #: 0: redirects only on web_port.
     redirect_port: int = 0
     #: Seconds of click messages the click-counting agent gathers before writing the
     #: counts (one table write per clicked code per window). The messages stay

@@ -6,11 +6,12 @@ server it costs ~200 µs of the worker's core (aiohttp's request and response
 objects, the router, Faust's view dispatch and sensors, CORS signals) for what is a
 dictionary lookup and a 60-byte answer. Measured on one core of the shared test
 machine (BENCHMARKS.md, short links), even a bare aiohttp app answering from a dict
-needs ~100 µs a request; this listener — an ``asyncio.Protocol`` in the worker's own
-event loop, parsing with ``httptools`` (the C parser uvicorn uses) and writing
-pre-built bytes — needs a fraction of that. It serves exactly what the aiohttp route
-serves (same cache, same click events, same owner routing, same status codes); the
-aiohttp route stays for everything else and for clients of the main port.
+needs ~100 µs a request; this listener — an ``asyncio.Protocol`` parsing with
+``httptools`` (the C parser uvicorn uses) and writing pre-built bytes — needs a
+fraction of that. It runs in the redirect process beside the worker
+(``streams.web.redirect_process``: its resolver answers the worker's own codes, its
+forwarder asks the worker's aiohttp route for everything else), so it gives the
+same status codes as that route; the route stays for clients of the main port.
 
 Bounded by construction: at most ``max_connections`` connections; a request's line
 and headers at most ``max_head_bytes`` (else 431 and close); a connection that has not

@@ -27,11 +27,13 @@ How the pieces fit (the rules themselves are in ``streams.core.shortcodes``):
 * **Redirects** read the code table (outside an event: a read only) through an
   in-process LRU cache; a link never changes except by expiring, so the cache
   needs no invalidation beyond checking expiry on every hit. ``redirect_answer``
-  is the one place that decides; two listeners call it: the route on aiohttp's
-  router (added directly, without Faust's view dispatch and sensors) and, with
-  ``Settings.redirect_port``, the dedicated listener of
-  ``streams.web.redirect_server`` (several times cheaper per redirect; short URLs
-  point at it). Each redirect appends a click event (code, time); a timer sends
+  is the one place that decides in the worker, for the route on aiohttp's
+  router (added directly, without Faust's view dispatch and sensors). With
+  ``Settings.redirect_port`` short URLs point at a redirect process beside the
+  worker (``streams.web.redirect_process``, started and supervised here): it
+  reads this worker's code-table files as a RocksDB secondary, answers the
+  worker's own unexpired codes itself, sends its own click messages, and relays
+  everything else to this route. Each redirect appends a click event (code, time); a timer sends
   them every second as one message per partition to ``link-clicks`` through the
   confluent producer (a Kafka message per redirect would cost more than the
   redirect), where an agent gathers up to ``click_count_window`` seconds of
@@ -54,14 +56,19 @@ forwards again) only from a peer worker's address.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
+import os
+import subprocess
+import sys
 import time
 import uuid
 import weakref
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import aiohttp
@@ -86,7 +93,8 @@ from streams.core.shortcodes import (
 )
 from streams.core.urls import canonical
 from streams.settings import Settings
-from streams.web.redirect_server import FORWARD, Answer, RedirectServer
+from streams.web.redirect_process import RedirectProcessConfig, config_argument
+from streams.web.redirect_server import FORWARD, Answer
 
 log = logging.getLogger("seine.shortlinks")
 
@@ -180,7 +188,7 @@ class ShortLinks:
         self.unsent_clicks: defaultdict[int, list[list[Any]]] = defaultdict(list)
         self.created = 0
         self.redirects = 0
-        self.redirect_server: RedirectServer | None = None
+        self.redirect_process: subprocess.Popen[bytes] | None = None
 
     def _topic(self, name: str) -> Any:
         # internal=True: Faust creates the topic (with these partitions) before
@@ -212,21 +220,81 @@ class ShortLinks:
             # dispatch and sensors for the one request that comes by the thousand.
             app.web.web_app.router.add_get("/s/{code}", self.handle_redirect_request)
         if self.settings.redirect_port and self.settings.web_enabled:
-            # Needs the web server: it forwards codes of other workers' partitions there.
-            app.task(self._redirect_listener_task())
+            # Needs the web server: it forwards there what it does not answer itself.
+            app.task(self._redirect_process_task())
 
-    def _redirect_listener_task(self) -> Callable[[], Any]:
-        async def serve_redirects() -> None:
-            server = RedirectServer(self.redirect_answer, self.forward_redirect)
-            self.redirect_server = server
-            port = await server.start(self.settings.web_bind, self.settings.redirect_port)
-            log.info("redirects served on %s:%d", self.settings.web_bind, port)
-            try:
-                await asyncio.Event().wait()  # until the app stops and cancels its tasks
-            finally:
-                await server.stop()
+    def _redirect_process_task(self) -> Callable[[], Any]:
+        async def run_redirect_process() -> None:
+            """Keep the redirect process running while the worker runs (a crashed one is
+            started again, at most once a second), and stop it with the worker."""
+            while True:
+                self.redirect_process = self._start_redirect_process()
+                self._tell_redirect_process()
+                try:
+                    while self.redirect_process.poll() is None:
+                        await asyncio.sleep(0.5)
+                finally:
+                    if self.redirect_process.poll() is None:
+                        self._stop_redirect_process()
+                log.error(
+                    "redirect process exited with %s; starting it again",
+                    self.redirect_process.returncode,
+                )
+                await asyncio.sleep(1.0)
 
-        return serve_redirects
+        return run_redirect_process
+
+    def _start_redirect_process(self) -> subprocess.Popen[bytes]:
+        settings = self.settings
+        data = Path(settings.data_dir).resolve()
+        bind = settings.web_bind
+        host = "127.0.0.1" if bind in ("0.0.0.0", "::", "") else bind
+        host = f"[{host}]" if ":" in host else host
+        config = RedirectProcessConfig(
+            bind=bind,
+            port=settings.redirect_port,
+            web_url=f"http://{host}:{settings.web_port}",
+            partitions=self.partitions,
+            bootstrap=settings.bootstrap,
+            clicks_topic=self.clicks_topic_name,
+            secondary_dir=str(data / "redirects" / f"secondary-{os.getpid()}"),
+            cache_size=self.options.cache_size,
+            flush_interval=self.options.click_flush_interval,
+            forward_timeout=self.options.request_timeout,
+            event_loop=settings.event_loop,
+        )
+        args = [sys.executable, "-m", "streams.web.redirect_process", config_argument(config)]
+        # stdout and stderr are the worker's: its log.
+        return subprocess.Popen(
+            [*args, "--log-level", settings.log_level], stdin=subprocess.PIPE, close_fds=True
+        )
+
+    def _stop_redirect_process(self) -> None:
+        proc = self.redirect_process
+        if proc is None:
+            return
+        with contextlib.suppress(OSError):
+            if proc.stdin is not None:
+                proc.stdin.close()  # the process stops when its stdin closes...
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()  # ...or is made to
+            proc.wait()
+
+    def _tell_redirect_process(self) -> None:
+        """Send the redirect process the partitions it may answer for, with their
+        database files (those of the code table)."""
+        proc = self.redirect_process
+        if proc is None or proc.stdin is None or proc.poll() is not None:
+            return
+        store = self.codes.data
+        owned = {str(p): str(Path(store.partition_path(p)).resolve()) for p in self.owned}
+        try:
+            proc.stdin.write(json.dumps({"owned": owned}).encode() + b"\n")
+            proc.stdin.flush()
+        except OSError as exc:  # it died: the supervising task starts it again
+            log.warning("cannot reach the redirect process: %s", exc)
 
     def _use_loopback_canonical_url(self) -> None:
         """Workers find each other's web servers by their canonical URL, which Faust
@@ -240,6 +308,7 @@ class ShortLinks:
     async def _on_revoked(self, sender: Any, *args: Any, **kwargs: Any) -> None:
         self.owned = frozenset()
         self.cache.clear()
+        self._tell_redirect_process()
 
     async def _on_rebalance_complete(self, sender: Any, *args: Any, **kwargs: Any) -> None:
         """Tables are recovered: serve the partitions of the create topic we own."""
@@ -249,6 +318,7 @@ class ShortLinks:
         self.peers = frozenset(
             host for host in (URL(str(u)).host for u in distribution) if host is not None
         )
+        self._tell_redirect_process()
 
     def _owner_url(self, partition: int) -> str | None:
         """The web server of the worker that owns `partition` (Faust's assignment map)."""

@@ -444,7 +444,9 @@ def test_every_worker_answers_for_every_code(cluster: list[Worker]) -> None:
                         if owner is not None:
                             forwarded.add((base, owner))
             # Every partition has codes, and each worker owns some partitions: so each
-            # worker forwarded to the other (its web server), from both ways in.
+            # worker forwarded to the other (its web server), from both ways in. A
+            # redirect listener (a process beside its worker, reading the worker's
+            # tables) answers its worker's codes itself: it never asks its own worker.
             assert forwarded == {
                 (first.base, second.base),
                 (second.base, first.base),
