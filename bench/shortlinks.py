@@ -99,10 +99,10 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU of a process and its descendants (all threads), from /proc."""
+def cpu_seconds(pid: int, tree: bool = True) -> float:
+    """User + system CPU of a process and (`tree`) its descendants, all threads, from /proc."""
     total = 0
-    for one in descendants(pid):
+    for one in descendants(pid) if tree else [pid]:
         with contextlib.suppress(OSError), open(f"/proc/{one}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
             total += int(fields[11]) + int(fields[12])
@@ -323,11 +323,22 @@ async def redirects_raw(
 WRK_SCRIPT = REPO / "bench" / "shortlinks_wrk.lua"
 
 
+def pause_for(rate: float, connections: int) -> int:
+    """wrk's per-connection pause (whole milliseconds) for about `rate` requests/s:
+    each connection then sends one request per pause plus answer time, so the rate
+    reached is a little below `rate` (the report gives the rate measured)."""
+    if rate <= 0:
+        return 0
+    return max(1, round(connections * 1000 / rate))
+
+
 async def redirects_wrk(
-    port: int, codes: list[str], connections: int, seconds: float
+    port: int, codes: list[str], connections: int, seconds: float, pause_ms: int = 0
 ) -> dict[str, Any]:
     """One bounded wrk run (one thread, `connections` keep-alive connections, `seconds`
-    seconds, a 2 s request timeout); wrk runs on this process's CPU (the client's)."""
+    seconds, a 2 s request timeout); wrk runs on this process's CPU (the client's).
+    `pause_ms` > 0: each connection waits that long after an answer before its next
+    request (a paced load, below the server's capacity; 0: as fast as it answers)."""
     wrk = shutil.which("wrk")
     if wrk is None:
         raise SystemExit("wrk is not installed (apt-get install wrk), or use --client raw")
@@ -338,6 +349,7 @@ async def redirects_wrk(
         proc = await asyncio.create_subprocess_exec(
             *(wrk, "-t1", f"-c{connections}", f"-d{max(1, round(seconds))}s", "--timeout", "2s"),
             *("-s", str(WRK_SCRIPT), f"http://127.0.0.1:{port}/", "--", codes_file),
+            str(pause_ms),
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
         )
@@ -424,11 +436,19 @@ async def measure_redirects(
 ) -> dict[str, Any]:
     """Warm up, then one measured, bounded redirect phase against the server `pid`."""
     if args.client == "wrk":
-        await redirects_wrk(port, codes, args.connections, 2.0)
+        pause_ms = pause_for(args.rate, args.connections)
+        await redirects_wrk(port, codes, args.connections, 2.0, pause_ms)
         await asyncio.sleep(1.0)
-        cpu_before = cpu_seconds(pid)
-        summary = await redirects_wrk(port, codes, args.connections, args.seconds)
-        return summarize_wrk(summary, cpu_seconds(pid) - cpu_before)
+        cpu_before, own_before = cpu_seconds(pid), cpu_seconds(pid, tree=False)
+        summary = await redirects_wrk(port, codes, args.connections, args.seconds, pause_ms)
+        out = summarize_wrk(summary, cpu_seconds(pid) - cpu_before)
+        # The worker itself, and its children (the redirect process), apart.
+        own = cpu_seconds(pid, tree=False) - own_before
+        out["server_cpu_s_split"] = {
+            "process": round(own, 2),
+            "children": round(out["server_cpu_s"] - own, 2),
+        }
+        return out
     await redirect_load(args, port, codes, min(2000, args.redirects), 10.0)
     await asyncio.sleep(1.0)
     cpu_before = cpu_seconds(pid)
@@ -560,6 +580,14 @@ def main() -> None:
         "--connections", type=int, default=16, help="keep-alive connections, one request each"
     )
     parser.add_argument("--concurrency", type=int, default=16, help="creation requests in flight")
+    parser.add_argument(
+        "--rate",
+        type=float,
+        default=0,
+        help="pace wrk to about this many redirects/s (each connection pauses "
+        "connections*1000/rate ms between answer and request): latency at a given load, "
+        "not at saturation (default 0: saturate)",
+    )
     parser.add_argument("--client", choices=("wrk", "aiohttp", "raw"), default="wrk")
     parser.add_argument(
         "--hot",

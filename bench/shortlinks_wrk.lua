@@ -1,8 +1,10 @@
 -- wrk script for bench/shortlinks.py: GET /s/CODE over the codes in a file (one per
--- line, passed after "--"), round-robin per thread starting at a different offset, and
--- a JSON summary on the last line of the output for the benchmark to parse.
+-- line, passed after "--", then an optional pause in ms), round-robin per thread
+-- starting at a different offset, and a JSON summary on the last line of the output
+-- for the benchmark to parse.
 local codes = {}
 local next_index = 1
+local pause_ms = 0
 
 function init(args)
   for line in io.lines(args[1]) do
@@ -10,6 +12,13 @@ function init(args)
   end
   if #codes == 0 then error("no codes in " .. tostring(args[1])) end
   next_index = math.random(#codes)
+  pause_ms = tonumber(args[2] or "0") or 0
+end
+
+-- A paced load (bench/shortlinks.py --rate): wrk waits this long after an answer
+-- before the connection's next request.
+function delay()
+  return pause_ms
 end
 
 function request()
