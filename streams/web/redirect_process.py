@@ -132,7 +132,8 @@ class LinkReader:
         self.owned: dict[int, str] = {}
         self.dbs: dict[int, Any] = {}
         self.last_catch_up: dict[int, float] = {}
-        self.clicks: defaultdict[int, list[list[Any]]] = defaultdict(list)
+        #: partition → click events, each already JSON: ["code",time].
+        self.clicks: defaultdict[int, list[str]] = defaultdict(list)
         self.served = 0
         self.forwarded = 0
         self.catch_ups = 0
@@ -207,13 +208,20 @@ class LinkReader:
             # Renewed since, perhaps: the worker's table decides (410 or the new link).
             self.forwarded += 1
             return FORWARD, ""
-        self.clicks[link.partition].append([code, round(now, 3)])
+        # Encoded now, a µs a click: encoding a second of them at once (json.dumps of
+        # ~10,000 pairs) paused the loop for 20-70 ms. A str is not tracked by the GC.
+        self.clicks[link.partition].append(f'["{code}",{now:.3f}]')
         self.served += 1
         return (301 if link.permanent else 302), link.url
 
-    def take_clicks(self) -> dict[int, list[list[Any]]]:
+    def take_clicks(self) -> dict[int, list[str]]:
         clicks, self.clicks = self.clicks, defaultdict(list)
         return clicks
+
+
+def clicks_message(clicks: list[str]) -> bytes:
+    """The click topic's message for one partition: {"clicks": [["code", time], ...]}."""
+    return ('{"clicks":[' + ",".join(clicks) + "]}").encode()
 
 
 def parse_owned(line: bytes) -> dict[int, str] | None:
@@ -276,8 +284,7 @@ async def serve(config: RedirectProcessConfig) -> None:
 
     def flush_clicks() -> None:
         for partition, clicks in reader.take_clicks().items():
-            payload = json.dumps({"clicks": clicks}, separators=(",", ":")).encode()
-            producer.produce(config.clicks_topic, payload, partition)
+            producer.produce(config.clicks_topic, clicks_message(clicks), partition)
         producer.poll()
 
     async def flush_loop() -> None:
