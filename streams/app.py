@@ -43,7 +43,7 @@ from streams.registry_table import RegistryTable
 from streams.resume import CLEAN_MARK, clear_marks
 from streams.settings import Settings
 from streams.stages import dedup, frontier, link_extract, parse, seeds, url_filter, url_seen
-from streams.stages.context import Outbox, StageContext
+from streams.stages.context import BATCH_FIELD, Outbox, StageContext
 from streams.stages.fetch import FetchStage
 from streams.tables import FRONTIER_STORE_OPTIONS, ProducedTable
 from streams.web.observe import register_observe
@@ -287,6 +287,13 @@ def create_app(settings: Settings) -> SeineApp:
     def agent(spec: TopicSpec, stage: str, step: Step, *, decode: bool = True) -> None:
         """Declare the agent of one stage: decode, step, flush, count; errors → dead letters."""
         out = ctx.outbox()
+        items_fields = (
+            ("new_urls", "completions")
+            if spec.schema == "frontier_event"
+            else (BATCH_FIELD[spec.schema],)
+            if spec.schema in BATCH_FIELD
+            else ()
+        )
 
         async def loop(stream: Any) -> None:
             # Take whatever has queued up (up to max_batch_events) and handle it as one
@@ -296,6 +303,7 @@ def create_app(settings: Settings) -> SeineApp:
                 settings.max_batch_events, within=settings.batch_linger
             ):
                 now_ms = time.time() * 1000.0
+                cpu_before = time.thread_time()
                 for event in events:
                     ctx.counters.observe_latency(spec.name, now_ms - event.message.timestamp * 1000)
                     # Table writes go to the changelog partition of the *current event*;
@@ -306,6 +314,10 @@ def create_app(settings: Settings) -> SeineApp:
                     await out.flush()
                 finally:
                     ctx.counters.done[spec.name] += len(events)
+                    # This thread runs every agent: its CPU time across one unit of work
+                    # is that stage's (what other tasks run while it awaits is counted
+                    # too; the stages' own awaits rarely yield).
+                    ctx.counters.stage_cpu[stage] += time.thread_time() - cpu_before
 
         async def handle_one(event: Any) -> None:
             partition = event.message.partition
@@ -317,6 +329,9 @@ def create_app(settings: Settings) -> SeineApp:
                         await ctx.dead_letter(stage, event, too_big)
                         return
                     record: Any = codec.decode(spec.schema, value)
+                    ctx.counters.stage_items[stage] += sum(
+                        len(record.get(name) or ()) for name in items_fields
+                    )
                     record, refusals = screen(spec.schema, record, limits)
                     for refusal in refusals:
                         await ctx.dead_letter(
@@ -405,7 +420,9 @@ def create_app(settings: Settings) -> SeineApp:
         """Fetches finish one by one; send their results in coalesced batches."""
         while not app.should_stop:
             await asyncio.sleep(settings.batch_linger)
+            cpu_before = time.thread_time()
             await fetch_stage.out.flush()
+            ctx.counters.stage_cpu["fetch"] += time.thread_time() - cpu_before
 
     lease_ticks: dict[int, float] = {}
     frontier_topic = topology.topic_name(settings.app_id, topology.FRONTIER)

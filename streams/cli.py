@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from streams.core.stats import ERROR_OUTCOMES, REPLAY_OUTCOMES
+from streams.core.stats import ERROR_OUTCOMES, REPLAY_OUTCOMES, stage_breakdown
 from streams.progress import Progress
 from streams.settings import Settings, load_settings, parse_resolve
 
@@ -415,6 +415,8 @@ def run_crawl(
                 f"seine: worker CPU {cpu:.1f}s = {1000 * cpu / max(fetched, 1):.2f} ms per "
                 f"fetched page, peak RSS {peak_rss_mb():.0f} MB"
             )
+            breakdown = stage_breakdown(c.stage_cpu, c.stage_items, c.done, cpu, elapsed)
+            print(f"seine: CPU per stage (share of worker CPU): {breakdown}")
         print(
             f"seine: {c.pages_stored} pages stored, {fetched} fetched in {elapsed:.1f}s "
             f"({fetched / max(elapsed, 1e-6):.0f} pages/s), "

@@ -10,13 +10,14 @@ different whitespace or markup order of attributes still meet in content-dedup.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import mmh3
 from bs4.dammit import UnicodeDammit
 from selectolax.lexbor import LexborHTMLParser
 
-from streams.core.simhash import simhash_or_none
+from streams.core.simhash import simhashes
 
 _CHARSET_RE = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([a-zA-Z0-9_.:-]+)""", re.I)
 _WS_RE = re.compile(r"\s+")
@@ -168,13 +169,40 @@ def parse_html(
     identical simhashes: the content-dedup stage can key exact and near dedup alike by
     simhash band and exact duplicates still meet in one partition.
     """
+    return parse_pages([(body, declared_charset)], with_simhash=with_simhash)[0]
+
+
+def parse_pages(
+    pages: Sequence[tuple[bytes, str | None]], *, with_simhash: bool = False
+) -> list[ParsedDocument]:
+    """:func:`parse_html` of each (body, declared charset), the simhashes in one pass.
+
+    Why: the simhash is numpy work whose cost is mostly per call; taking a batch's
+    pages together costs about half as much a page (``simhashes``).
+    """
+    docs: list[ParsedDocument] = []
+    texts: list[str] = []
+    with_text: list[ParsedDocument] = []
+    for body, declared in pages:
+        doc, normalized = _parse(body, declared)
+        docs.append(doc)
+        if with_simhash and normalized is not None:
+            texts.append(normalized)
+            with_text.append(doc)
+    for doc, simhash in zip(with_text, simhashes(texts), strict=True):
+        doc.simhash = simhash
+    return docs
+
+
+def _parse(body: bytes, declared_charset: str | None) -> tuple[ParsedDocument, str | None]:
+    """The page's document, and its normalized text (None: no visible text)."""
     doc = ParsedDocument()
     try:
         text = decode_html(body, declared_charset)
         tree = LexborHTMLParser(_cap_block_nesting(text))
     except Exception:  # lexbor should not fail, but a page never takes a stage down
         doc.fingerprint = mmh3.hash_bytes(body).hex()
-        return doc
+        return doc, None
     title = tree.css_first("title")
     if title is not None:
         doc.title = _WS_RE.sub(" ", title.text() or "").strip()[:1000]
@@ -203,9 +231,7 @@ def parse_html(
     if doc.text_chars:
         normalized = normalize_text(doc.title + "\n" + visible)
         doc.fingerprint = mmh3.hash_bytes(normalized.encode("utf-8", "replace")).hex()
-        if with_simhash:
-            doc.simhash = simhash_or_none(normalized)
-    else:
-        # No visible text (a page of links, an empty body): only identical bytes match.
-        doc.fingerprint = "b" + mmh3.hash_bytes(body).hex()
-    return doc
+        return doc, normalized
+    # No visible text (a page of links, an empty body): only identical bytes match.
+    doc.fingerprint = "b" + mmh3.hash_bytes(body).hex()
+    return doc, None

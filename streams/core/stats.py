@@ -226,3 +226,32 @@ def consumer_lag(highwater: int | None, position: int | None) -> int:
     if highwater is None:
         return 0
     return max(0, highwater - (position or 0))
+
+
+def stage_breakdown(
+    cpu_s: Mapping[str, float],
+    items: Mapping[str, int],
+    messages: Mapping[str, int],
+    worker_cpu_s: float,
+    elapsed_s: float,
+) -> str:
+    """One line per crawl: each stage's items/s, messages and share of the worker's CPU.
+
+    Why: the next bottleneck of the pipeline should be visible from any crawl run
+    with ``--log-level info`` (issue 3), without a profiler. ``cpu_s`` is the
+    event-loop thread's time inside each stage's agent; the rest of the worker's CPU
+    (HTTP client, Kafka consumer and producer threads, Faust, timers) is "other".
+    """
+    elapsed = max(elapsed_s, 1e-6)
+    total = max(worker_cpu_s, 1e-6)
+    parts = []
+    for stage in sorted(cpu_s, key=lambda s: -cpu_s[s]):
+        n = items.get(stage, 0)
+        per_item = f", {1e6 * cpu_s[stage] / n:.0f} µs/item" if n else ""
+        parts.append(
+            f"{stage} {100 * cpu_s[stage] / total:.1f}% ({cpu_s[stage]:.1f} s, "
+            f"{n / elapsed:.0f} items/s in {messages.get(stage, 0)} msgs{per_item})"
+        )
+    rest = max(0.0, worker_cpu_s - sum(cpu_s.values()))
+    parts.append(f"other {100 * rest / total:.1f}% ({rest:.1f} s)")
+    return "; ".join(parts)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -63,6 +63,11 @@ class Counters:
     tally: CrawlTally = field(default_factory=CrawlTally)
     #: Dead letters per stage.
     stage_errors: Counter[str] = field(default_factory=Counter)
+    #: Per stage: CPU seconds of the event-loop thread spent decoding, handling and
+    #: flushing its messages (the per-stage breakdown of BENCHMARKS.md), and the items
+    #: (URLs, requests, pages) its messages carried.
+    stage_cpu: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
+    stage_items: Counter[str] = field(default_factory=Counter)
 
     def observe_latency(self, topic: str, ms: float) -> None:
         previous = self.latency_ms.get(topic)

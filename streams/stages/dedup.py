@@ -6,13 +6,17 @@ exact duplicates still meet in one partition, and that first hop also checks the
 exact `fingerprints` table. An exact duplicate goes on to link-extract without its
 body, marked `duplicate_of` (stored as a WARC revisit; links not extracted again).
 
-A first copy then visits its simhash bands one partition at a time (band i's bucket
-lives in the partition of band key i; `streams.core.simhash.band_step` explains why
-this finds every pair within the distance whatever the interleaving). A page found
-within the distance of an earlier one goes to link-extract marked
-`near_duplicate_of` and is logged; one that passes every band is a first copy.
-Messages are batches, so a hop costs one message per partition per agent batch, not
-one per page.
+A first copy then visits its simhash bands (band i's bucket lives in the partition of
+band key i; `streams.core.simhash.band_step` explains why this finds every pair
+within the distance whatever the interleaving, and it holds for any order of the
+bands). The bands are visited grouped by partition (`band_route`): every band whose
+partition is the one at hand is checked in the same step, so a page hops once per
+*other* partition its bands live in, not once per band (with 4 partitions ~1.7 hops
+instead of 3; with 1 partition none). A message's `band` field is the position in
+that route. A page found within the distance of an earlier one goes to link-extract
+marked `near_duplicate_of` and is logged; one that passes every band is a first
+copy. Messages are batches, so a hop costs one message per partition per agent
+batch, not one per page.
 """
 
 from __future__ import annotations
@@ -42,11 +46,21 @@ def band_key(simhash: int, band: int, distance: int) -> str:
 
 
 def dedup_partition(ctx: StageContext, fingerprint: str, simhash: int | None, band: int) -> int:
-    """The content-dedup partition of a page at ``band`` (see the module docstring)."""
+    """The content-dedup partition of a page at route position ``band`` (0: band 0)."""
     distance = ctx.settings.near_dup_distance
     if simhash is None or distance < 0:
         return ctx.fingerprint_partition(fingerprint)
-    return ctx.fingerprint_partition(band_key(simhash, band, distance))
+    return band_route(ctx, simhash, distance)[band][2]
+
+
+def band_route(ctx: StageContext, simhash: int, distance: int) -> list[tuple[int, str, int]]:
+    """(band, band key, partition) in the order a page visits them: band 0 first (where
+    exact duplicates meet), then the other bands of band 0's partition, then the rest
+    grouped by partition. A function of the simhash alone, so every hop recomputes it."""
+    keys = [f"b{key:x}" for key in bands(to_unsigned(simhash), distance)]
+    route = [(band, key, ctx.fingerprint_partition(key)) for band, key in enumerate(keys)]
+    first = route[0][2]
+    return sorted(route, key=lambda r: (r[0] != 0, r[2] != first, r[2], r[0]))
 
 
 def handle(
@@ -60,39 +74,42 @@ def handle(
     for parsed in batch["pages"]:
         page = parsed["page"]
         url = page["url"]
-        band = parsed.get("band") or 0
-        if band == 0 and _exact_duplicate(ctx, parsed, fingerprints, out):
+        position = parsed.get("band") or 0
+        if position == 0 and _exact_duplicate(ctx, parsed, fingerprints, out):
             continue
         simhash = parsed.get("simhash")
         if simhash is None or distance < 0 or band_table is None:
             out.add(topology.LINK_EXTRACT, ctx.url_partition(url), parsed)
             continue
-        key = band_key(simhash, band, distance)
-        step = band_step(
-            band_table.get(key),
-            url,
-            to_unsigned(simhash),
-            band,
-            threshold=distance,
-            max_bucket=MAX_BUCKET,
-        )
-        if step.bucket is not None:
-            band_table[key] = step.bucket
-        if step.near is not None:
-            original, bits = step.near
+        route = band_route(ctx, simhash, distance)
+        here = route[min(position, len(route) - 1)][2]
+        near: tuple[str, int] | None = None
+        while position < len(route) and route[position][2] == here:
+            band, key, _ = route[position]
+            step = band_step(
+                band_table.get(key),
+                url,
+                to_unsigned(simhash),
+                band,
+                threshold=distance,
+                max_bucket=MAX_BUCKET,
+            )
+            if step.bucket is not None:
+                band_table[key] = step.bucket
+            near = step.near
+            if near is not None:
+                break
+            position += 1
+        if near is not None:
+            original, bits = near
             _log(out, page, "near-duplicate", f"near-duplicate of {original} (distance {bits})")
-            near = {"url": original, "distance": bits}
             out.add(
                 topology.LINK_EXTRACT,
                 ctx.url_partition(url),
-                {**parsed, "near_duplicate_of": near},
+                {**parsed, "near_duplicate_of": {"url": original, "distance": bits}},
             )
-        elif step.next_band is not None:
-            out.add(
-                topology.CONTENT_DEDUP,
-                dedup_partition(ctx, parsed["fingerprint"], simhash, step.next_band),
-                {**parsed, "band": step.next_band},
-            )
+        elif position < len(route):
+            out.add(topology.CONTENT_DEDUP, route[position][2], {**parsed, "band": position})
         else:
             out.add(topology.LINK_EXTRACT, ctx.url_partition(url), parsed)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import topology
-from streams.core.parsing import charset_from_headers, parse_html
+from streams.core.parsing import charset_from_headers, parse_pages
 from streams.core.simhash import to_signed
 from streams.stages.context import Outbox, StageContext
 from streams.stages.dedup import dedup_partition
@@ -13,8 +13,12 @@ from streams.stages.dedup import dedup_partition
 
 def handle(ctx: StageContext, batch: dict[str, Any], out: Outbox) -> None:
     near = ctx.settings.near_dup_distance >= 0
-    for page in batch["pages"]:
-        doc = parse_html(page["body"], charset_from_headers(page["headers"]), with_simhash=near)
+    pages = batch["pages"]
+    docs = parse_pages(
+        [(page["body"], charset_from_headers(page["headers"])) for page in pages],
+        with_simhash=near,
+    )
+    for page, doc in zip(pages, docs, strict=True):
         simhash = None if doc.simhash is None else to_signed(doc.simhash)
         out.add(
             topology.CONTENT_DEDUP,

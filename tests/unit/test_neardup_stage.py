@@ -201,7 +201,32 @@ def test_exact_duplicates_still_meet_and_skip_the_bands() -> None:
     dups = [u for u, i in out.items() if i["duplicate_of"]]
     assert len(dups) == 2 and all(out[u]["page"]["body"] == b"" for u in dups)
     assert [r["outcome"] for r in logs] == ["duplicate", "duplicate"]
-    assert handled == 3 + 3  # the first copy's 3 more band hops; duplicates stop at once
+    # The first copy hops once per other partition its bands live in; duplicates stop.
+    first = pages[0]["simhash"]
+    route = dedup.band_route(FakeCtx(Settings(partitions=4)), first, 3)  # type: ignore[arg-type]
+    assert handled == 3 + len({partition for _, _, partition in route}) - 1
+
+
+@pytest.mark.parametrize("partitions", [1, 2, 4, 16])
+def test_a_first_copy_hops_once_per_partition_not_once_per_band(partitions: int) -> None:
+    rng = random.Random(partitions)
+    settings = Settings(partitions=partitions)
+    ctx = FakeCtx(settings)
+    pages = [parsed(f"http://solo{i}.example/", article(rng)) for i in range(40)]
+    visits = 0
+    for page in pages:
+        route = dedup.band_route(ctx, page["simhash"], 3)  # type: ignore[arg-type]
+        assert route[0][0] == 0 and sorted(b for b, _, _ in route) == [0, 1, 2, 3]
+        order = [partition for _, _, partition in route]
+        assert order == sorted(order, key=lambda p: (p != order[0], p))  # grouped
+        visits += len(set(order))
+    out, _logs, handled = run_pipeline(pages, settings, partitions)
+    assert not any(i["near_duplicate_of"] for i in out.values())
+    assert handled == visits
+    if partitions == 1:
+        assert handled == len(pages)  # every band is local: no hop at all
+    else:
+        assert handled < 4 * len(pages)
 
 
 def test_near_dup_off_and_wordless_pages_are_exact_only() -> None:

@@ -20,11 +20,23 @@ import random
 import statistics
 from collections.abc import Iterator, MutableMapping
 
+import mmh3
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streams.core.simhash import NearDupIndex, bands, hamming, shingle_hashes, simhash
+from streams.core.simhash import (
+    _SEED,
+    NearDupIndex,
+    _word_hashes,
+    _words,
+    bands,
+    hamming,
+    shingle_hashes,
+    simhash,
+    simhash_or_none,
+    simhashes,
+)
 
 # --------------------------------------------------------------------------- page text
 
@@ -68,6 +80,42 @@ def test_fingerprint_is_stable() -> None:
     assert simhash("The quick brown fox jumps over the lazy dog") == 0x3BDB_2A30_4666_44EC
     assert simhash("") == 0 and simhash("  ,;. ") == 0
     assert 0 <= simhash(page_text(1)) < 1 << 64
+
+
+_WORDY = st.text(
+    alphabet=st.sampled_from(list("ab0912 .,-\t\n\xa0éßİ日本\U0001f600Zq")), max_size=80
+) | st.text(max_size=60)
+
+
+@given(_WORDY, st.booleans())
+def test_vectorised_word_hashes_are_mmh3_of_each_word(text: str, mask: bool) -> None:
+    """The numpy MurmurHash3 is bit for bit mmh3.hash64 (words of 1-15 bytes, longer
+    ones, non-ASCII, digit runs), so fingerprints did not change when it came in."""
+    expected = [mmh3.hash64(w, _SEED, signed=False)[0] for w in _words(text, mask)]
+    hashes, owner = _word_hashes([text], mask)
+    assert hashes.tolist() == expected
+    assert set(owner.tolist()) <= {0}
+
+
+def test_word_lengths_around_the_block_size() -> None:
+    words = ["x" * n for n in range(1, 40)] + ["é" * n for n in range(1, 12)]
+    text = " ".join(words)
+    expected = [mmh3.hash64(w, _SEED, signed=False)[0] for w in _words(text, True)]
+    assert _word_hashes([text], True)[0].tolist() == expected
+
+
+@given(st.lists(_WORDY, max_size=6), st.booleans())
+def test_batch_equals_one_by_one(texts: list[str], mask: bool) -> None:
+    assert simhashes(texts, mask_numbers=mask) == [
+        simhash_or_none(t, mask_numbers=mask) for t in texts
+    ]
+
+
+def test_batch_of_pages_equals_one_by_one() -> None:
+    texts = [page_text(s) for s in range(8)] + ["", "one", "one two", "  ,;. "]
+    one_by_one = [simhash_or_none(t) for t in texts]
+    assert simhashes(texts) == one_by_one
+    assert one_by_one[-4:] == [None, simhash("one"), simhash("one two"), None]
 
 
 def test_case_punctuation_and_spacing_do_not_matter() -> None:

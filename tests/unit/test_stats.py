@@ -18,6 +18,7 @@ from streams.core.stats import (
     merge_series,
     merge_snapshots,
     reason_group,
+    stage_breakdown,
 )
 from streams.crawllog import parse_since, plan_replay
 from streams.web.observe import SeineCollector
@@ -246,3 +247,17 @@ def test_plan_replay_takes_each_url_once_and_honours_min_age() -> None:
     early = plan_replay(stream, until=150.0, now=1000.0)
     assert list(early.urls) == ["http://a.test/1"]
     assert early.urls["http://a.test/1"]["at"] == 100.0
+
+
+def test_stage_breakdown_names_each_stage_share_and_the_rest() -> None:
+    line = stage_breakdown(
+        {"parse": 3.0, "url-seen": 1.0},
+        {"parse": 1000, "url-seen": 20000},
+        {"parse": 50, "url-seen": 80},
+        worker_cpu_s=10.0,
+        elapsed_s=10.0,
+    )
+    parse, seen, other = line.split("; ")
+    assert parse.startswith("parse 30.0% (3.0 s, 100 items/s in 50 msgs, 3000 µs/item)")
+    assert seen.startswith("url-seen 10.0% (1.0 s, 2000 items/s in 80 msgs, 50 µs/item)")
+    assert other == "other 60.0% (6.0 s)"
