@@ -75,6 +75,8 @@ class RedirectProcessConfig:
     cache_size: int = 100_000
     flush_interval: float = 1.0
     catch_up_interval: float = 0.05
+    #: Seconds between two catch-ups of the next partition in turn (see refresh_one).
+    refresh_interval: float = 10.0
     forward_timeout: float = 10.0
     #: Longest the last clicks may take to reach the broker when the process stops
     #: (the worker kills it 5 s after asking it to stop).
@@ -214,6 +216,20 @@ class LinkReader:
         self.served += 1
         return (301 if link.permanent else 302), link.url
 
+    def refresh_one(self) -> None:
+        """Catch one open partition up with the primary, in turn. Misses catch up on
+        their own; this is for the files: a secondary keeps the files it has read
+        open, so without it the SST files the primary has compacted away since would
+        stay on disk for as long as this process lives."""
+        if not self.dbs:
+            return
+        partition = min(self.dbs, key=lambda p: self.last_catch_up.get(p, 0.0))
+        self.last_catch_up[partition] = time.monotonic()
+        try:
+            self.dbs[partition].try_catch_up_with_primary()
+        except Exception as exc:
+            log.warning("links partition %d: catch-up failed: %s", partition, exc)
+
     def take_clicks(self) -> dict[int, list[str]]:
         clicks, self.clicks = self.clicks, defaultdict(list)
         return clicks
@@ -288,9 +304,13 @@ async def serve(config: RedirectProcessConfig) -> None:
         producer.poll()
 
     async def flush_loop() -> None:
+        last_refresh = time.monotonic()
         while True:
             await asyncio.sleep(config.flush_interval)
             flush_clicks()
+            if time.monotonic() - last_refresh >= config.refresh_interval:
+                last_refresh = time.monotonic()
+                reader.refresh_one()
 
     async def read_worker() -> None:
         """Owned partitions from the worker, until its end of the pipe closes."""

@@ -143,6 +143,12 @@ def test_links_written_after_opening_are_found_and_catch_ups_are_rate_limited(
     reader.last_catch_up[1] = 0.0
     assert reader.resolve(third) == (302, "https://example.com/3")
     assert reader.catch_ups == 2
+    # The periodic refresh catches up too, without a miss to start it.
+    fourth = codes_on(1, 4)[3]
+    put_link(db, fourth, "https://example.com/4")
+    assert reader._read(reader.dbs[1], 1, fourth) is None  # within catch_up_interval
+    reader.refresh_one()
+    assert reader.resolve(fourth) == (302, "https://example.com/4")
     reader.close()
 
 
