@@ -76,6 +76,27 @@ def globally_idle(statuses: list[dict[str, Any]], seeds_sent: int) -> bool:
     return all(done[name] >= count for name, count in sent.items() if name not in unconsumed)
 
 
+def worker_env(
+    settings: Settings, base_env: dict[str, str], index: int, directory: Path, status: Path
+) -> dict[str, str]:
+    """The environment of worker `index`: the crawl's settings, its own directory, and
+    ports of its own."""
+    env = {
+        **base_env,
+        "SEINE_DATA_DIR": str(directory),
+        "SEINE_STATUS_FILE": str(status),
+        "SEINE_WORKER_ID": f"worker{index}",
+    }
+    if settings.web_enabled:
+        # One port per worker (--web-port, +1, +2, ...): any of them serves the
+        # dashboard of the whole crawl, gathered from the others.
+        env["SEINE_WEB_PORT"] = str(settings.web_port + index)
+        if settings.redirect_port:
+            # Each worker's redirect process needs a port of its own too.
+            env["SEINE_REDIRECT_PORT"] = str(settings.redirect_port + index)
+    return env
+
+
 def run_workers(settings: Settings, seeds: list[str], workers: int, until_idle: bool) -> int:
     """Start the workers, push the seeds, wait for idle (or a signal), stop the workers."""
     from confluent_kafka import Producer
@@ -95,16 +116,7 @@ def run_workers(settings: Settings, seeds: list[str], workers: int, until_idle: 
         status = directory / STATUS_FILE
         status.unlink(missing_ok=True)
         status_paths.append(status)
-        env = {
-            **base_env,
-            "SEINE_DATA_DIR": str(directory),
-            "SEINE_STATUS_FILE": str(status),
-            "SEINE_WORKER_ID": f"worker{index}",
-        }
-        if settings.web_enabled:
-            # One port per worker (--web-port, +1, +2, ...): any of them serves the
-            # dashboard of the whole crawl, gathered from the others.
-            env["SEINE_WEB_PORT"] = str(settings.web_port + index)
+        env = worker_env(settings, base_env, index, directory, status)
         procs.append(
             subprocess.Popen(
                 [sys.executable, "-m", "streams.cli", "worker"],

@@ -173,3 +173,24 @@ def test_with_overrides_returns_a_copy() -> None:
     assert (changed.partitions, changed.bootstrap) == (2, "localhost:9092")
     assert (base.partitions, base.bootstrap) == (4, "")
     assert changed.data_path == Path("seine-data")
+
+
+def test_each_worker_of_a_crawl_gets_ports_of_its_own(tmp_path: Path) -> None:
+    """`seine crawl --workers N --web-port P --redirect-port R`: worker i listens on
+    P+i and its redirect process on R+i (one port each could not be bound twice)."""
+    from streams.multiworker import settings_env, worker_env
+
+    settings = Settings(web_enabled=True, web_port=7000, redirect_port=7100)
+    base = settings_env(settings)
+    ports = [
+        load_settings(environ=worker_env(settings, base, i, tmp_path / str(i), tmp_path / "s"))
+        for i in range(3)
+    ]
+    assert [(s.web_port, s.redirect_port) for s in ports] == [
+        (7000, 7100),
+        (7001, 7101),
+        (7002, 7102),
+    ]
+    without = Settings(web_enabled=True, web_port=7000)
+    env = worker_env(without, settings_env(without), 1, tmp_path, tmp_path / "s")
+    assert load_settings(environ=env).redirect_port == 0
