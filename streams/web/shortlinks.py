@@ -226,8 +226,11 @@ class ShortLinks:
     def _redirect_process_task(self) -> Callable[[], Any]:
         async def run_redirect_process() -> None:
             """Keep the redirect process running while the worker runs (a crashed one is
-            started again, at most once a second), and stop it with the worker."""
+            started again after 1 s, then 2, 4... up to a minute while it keeps failing
+            at once, e.g. its port is taken), and stop it with the worker."""
+            failures = 0
             while True:
+                started = time.monotonic()
                 self.redirect_process = self._start_redirect_process()
                 self._tell_redirect_process()
                 try:
@@ -236,11 +239,14 @@ class ShortLinks:
                 finally:
                     if self.redirect_process.poll() is None:
                         self._stop_redirect_process()
+                failures = failures + 1 if time.monotonic() - started < 60 else 1
+                wait = min(60.0, 2.0 ** (failures - 1))
                 log.error(
-                    "redirect process exited with %s; starting it again",
+                    "redirect process exited with %s; starting it again in %.0f s",
                     self.redirect_process.returncode,
+                    wait,
                 )
-                await asyncio.sleep(1.0)
+                await asyncio.sleep(wait)
 
         return run_redirect_process
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -455,3 +457,47 @@ def test_every_worker_answers_for_every_code(cluster: list[Worker]) -> None:
             }
 
     run(scenario())
+
+
+def redirect_processes(worker: Worker) -> list[int]:
+    """Process ids of the worker's redirect process(es), from /proc."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            cmdline = (entry / "cmdline").read_bytes()
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == worker.proc.pid and b"streams.web.redirect_process" in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+def test_a_killed_redirect_process_is_started_again(worker: Worker) -> None:
+    """The worker supervises its redirect process: killed, it is back within seconds
+    and answers short URLs again (the last test of the module: it kills a process)."""
+    before = redirect_processes(worker)
+    assert len(before) == 1, before
+    os.kill(before[0], signal.SIGKILL)
+
+    async def scenario() -> tuple[int, str | None, Any]:
+        async with client("127.0.0.22") as s:
+            url = fresh("again")
+            _, made = await post(s, worker.base, {"url": url})
+
+            async def follow() -> tuple[int, str | None, Any]:
+                try:
+                    return await get_once(s, made["short_url"])
+                except (aiohttp.ClientError, OSError):
+                    return 0, None, None  # not listening again yet
+
+            result = await wait_for(follow, lambda r: r[0] == 302, 20)
+            assert result[1] == url
+            return result
+
+    run(scenario())
+    after = redirect_processes(worker)
+    assert len(after) == 1 and after != before, (before, after)
+    assert worker.proc.poll() is None
