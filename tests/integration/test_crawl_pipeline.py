@@ -20,7 +20,7 @@ from streams.demo.webgen import WebSpec
 from streams.storeset import open_stores
 from tests.integration.conftest import crawl_env, run_crawl, run_seine
 
-SPEC = WebSpec(hosts=50, pages_per_host=40, seed=7)
+SPEC = WebSpec(hosts=30, pages_per_host=30, seed=7)
 
 
 @pytest.fixture

@@ -237,8 +237,14 @@ def test_a_crawl_survives_the_hostile_web(
     for name, url in dead_hosts.items():
         robots = [r for r in by_url.get(url + "robots.txt", []) if r["stage"] == "fetch"]
         assert robots and all(r["outcome"] == "error" for r in robots), (name, robots)
-        want = "timeout: connect" if name == "blackhole" else "connect: "
-        assert all(r["reason"].startswith(want) for r in robots), robots
+        # A black hole never completes the handshake: the connect timer fires, or, when
+        # the event loop was held up past both deadlines (a loaded machine), the
+        # first-byte or total timer that covers the same wait. Never anything else.
+        want = ("timeout: connect", "timeout: first byte", "timeout: total")
+        if name == "refused":
+            want = ("connect: ",)
+        reasons = [r["reason"] for r in robots]
+        assert all(reason.startswith(want) for reason in reasons), (name, reasons)
         assert [r["outcome"] for r in by_url[url]] == ["robots-unavailable"], by_url[url]
 
     # a redirect chain: every hop went back through url-filter/url-seen, one depth level
