@@ -185,6 +185,11 @@ def create_app(settings: Settings) -> SeineApp:
     """Declare topics, tables and agents for one worker with these settings."""
     if not settings.bootstrap:
         raise ValueError("settings.bootstrap is empty: start a broker (or the embedded one) first")
+    if settings.event_loop == "uvloop":
+        # Before the app exists: building it (tables, agents, the producer hooks) takes
+        # the thread's event loop, so choosing uvloop in run_worker, as Seine did, was
+        # too late and every worker ran on asyncio's selector loop.
+        mode.loop.use("uvloop")
     app = faust_app(settings)
     ctx = StageContext(app, settings)
     app.seine_producer = ctx.producer  # type: ignore[attr-defined]
@@ -527,8 +532,6 @@ def create_app(settings: Settings) -> SeineApp:
 def run_worker(seine: SeineApp) -> int:
     """Run the worker until it is stopped (signal, or idle with --until-idle)."""
     ensure_topics(seine.settings)
-    if seine.settings.event_loop == "uvloop":
-        mode.loop.use("uvloop")
     worker = faust.Worker(
         seine.app,
         loglevel=seine.settings.log_level,
