@@ -92,6 +92,13 @@ class SeineApp:
             "busy": self.ctx.locally_busy(),
             "rebalancing": bool(self.app.rebalancing),
             "assigned": len(self.app.assignor.assigned_actives()),
+            # the host partitions this worker holds (bench/faults.py: whose were they?)
+            "partitions": sorted(
+                tp.partition
+                for tp in self.app.assignor.assigned_actives()
+                if tp.topic == topology.topic_name(self.settings.app_id, topology.FRONTIER)
+            ),
+            "stale_fetches_skipped": self.fetch.stale_skipped,
             "queued": self.frontier.queued,
             "fetched": c.outcomes.get("fetched", 0),
             "pages_stored": c.pages_stored,
@@ -282,7 +289,12 @@ def create_app(settings: Settings) -> SeineApp:
         max_bytes=settings.max_sitemap_bytes,
     )
     fetch_stage = FetchStage(
-        ctx, fetcher, settings.max_in_flight, sitemaps=sitemap_config, revisits=revisits
+        ctx,
+        fetcher,
+        settings.max_in_flight,
+        sitemaps=sitemap_config,
+        revisits=revisits,
+        is_current=the_frontier.is_current,
     )
     seine = SeineApp(app, settings, ctx, the_frontier, store, fetch_stage)
     filter_config = FilterConfig(max_depth=settings.max_depth, same_host=settings.same_host)
@@ -448,6 +460,25 @@ def create_app(settings: Settings) -> SeineApp:
         ]
 
     ctx.busy_checks.append(lambda: bool(unadopted_partitions()))
+    fetch_topic = topology.topic_name(settings.app_id, topology.FETCH)
+
+    async def on_partitions_revoked(sender: Any, *args: Any, **_: Any) -> None:
+        """Politeness through a rebalance: fetches of revoked partitions stop before
+        the group moves them, and the frontier forgets what memory held of them, so
+        whoever is assigned them next (this worker too) adopts them from the tables.
+        Faust revokes every partition at each rebalance (eager protocol), so a fetch
+        in flight then is done again: counted by bench/faults.py and its test."""
+        revoked: set[Any] = args[0]
+        fetches = {tp.partition for tp in revoked if tp.topic == fetch_topic}
+        cancelled = await fetch_stage.cancel(fetches)
+        for tp in revoked:
+            if tp.topic == frontier_topic:
+                the_frontier.forget(tp.partition)
+                ticks_pending.discard(tp.partition)
+        if cancelled:
+            log.info("rebalance: %d fetches in flight cancelled, to be redone", cancelled)
+
+    app.on_partitions_revoked.connect(on_partitions_revoked)  # type: ignore[arg-type]
 
     @app.timer(interval=0.02)
     async def wake_sleeping_hosts() -> None:

@@ -194,8 +194,14 @@ class RevisitSchedule:
         headers: Iterable[tuple[str, str]],
         depth: int,
         now: float | None = None,
+        stored: tuple[str, float] | None = None,
     ) -> str:
-        """A page was fetched whole (2xx): update its record; returns first/changed/unchanged."""
+        """A page was fetched whole (2xx): update its record; returns first/changed/unchanged.
+
+        ``stored``: the (payload digest, fetch time) of the capture the page store now
+        holds for the URL, so that the same capture read again after a rebalance is not
+        stored twice, and a refetch of the same bytes is stored as a revisit.
+        """
         now = self.clock() if now is None else now
         etag, last_modified = validators(headers)
         record, change = observe(
@@ -207,6 +213,8 @@ class RevisitSchedule:
             depth=depth,
             now=now,
         )
+        if stored is not None:
+            record["digest"], record["captured"] = stored
         self.records[url] = record
         if change == CHANGED:
             self.changed += 1

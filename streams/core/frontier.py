@@ -186,11 +186,21 @@ class Frontier:
         self._dirty: dict[str, HostState] = {}
         #: Busy hosts are few (at most the fetches in flight), so their leases live in memory.
         self._busy: dict[str, HostState] = {}
-        #: URLs waiting in queues of hosts this worker owns (for idle detection and progress).
-        self.queued = 0
+        #: URLs waiting in queues of hosts this worker owns, per partition (for idle
+        #: detection and progress; per partition so that a revoked one can be forgotten).
+        self._queued: dict[int, int] = {}
         #: Fetches dispatched and not yet completed.
         self.in_flight = 0
         self.pages_dispatched = 0
+
+    @property
+    def queued(self) -> int:
+        """URLs waiting in the queues of every partition this worker holds."""
+        return sum(self._queued.values())
+
+    def _count(self, authority: str, n: int) -> None:
+        partition = self.partition_of(authority)
+        self._queued[partition] = self._queued.get(partition, 0) + n
 
     # -- write-back of host states ------------------------------------------------
 
@@ -222,7 +232,10 @@ class Frontier:
 
         Called when a partition is first seen (worker start, or a rebalance handed it
         over): a host that was busy when its previous owner died is released, since
-        the completion for that fetch may never come; the fetch is re-dispatched.
+        the completion for that fetch may never come; the fetch is re-dispatched, but
+        only a politeness wait after now. That fetch has ended by now (its worker died,
+        or cancelled it when the partition was revoked: ``forget``), yet when it ended
+        is unknown, so the host's clock restarts from the adoption.
         """
         pq = self._partitions.setdefault(partition, _PartitionQueue())
         now = self.clock()
@@ -231,7 +244,7 @@ class Frontier:
                 continue
             if "heads" not in state:
                 state = self._upgrade(authority, state)
-            self.queued += pending(state)
+            self._queued[partition] = self._queued.get(partition, 0) + pending(state)
             if state.get("busy"):
                 state = _copy(state)
                 inflight = state.get("inflight")
@@ -243,6 +256,10 @@ class Frontier:
                     state["robots"] = ROBOTS_READY if refreshing else ROBOTS_UNKNOWN
                 state["busy"] = 0.0
                 state["inflight"] = None
+                state["next"] = max(
+                    float(state.get("next", 0.0)),
+                    now + self._politeness_wait(state, float(state.get("last_ms", 0.0))),
+                )
                 self._put(authority, state)
             if self._has_work(state):
                 self._schedule(pq, authority, max(now, float(state.get("next", 0.0))))
@@ -268,6 +285,27 @@ class Frontier:
 
     def knows_partition(self, partition: int) -> bool:
         return partition in self._partitions
+
+    def forget(self, partition: int) -> None:
+        """Drop what memory holds of a partition this worker no longer owns (or must
+        re-read): its heap, leases and counts. The tables keep the state; the next
+        owner, or this worker when the partition comes back, adopts it from them."""
+        self._partitions.pop(partition, None)
+        self._queued.pop(partition, None)
+        for authority in [a for a, _ in self._busy_hosts(partition)]:
+            del self._busy[authority]
+            self.in_flight = max(0, self.in_flight - 1)
+        for authority in [a for a in self._dirty if self.partition_of(a) == partition]:
+            del self._dirty[authority]
+        self._rules.clear()  # rebuilt from host states on demand; another owner may refresh
+
+    def is_current(self, host: str, dispatched_at: float) -> bool:
+        """Is this the fetch the frontier is waiting for? A fetch request read again
+        after a rebalance (its offset was not committed), or one the frontier has since
+        re-dispatched (lease expiry, adoption), is not: performing it would put a
+        second request to the host in flight."""
+        state = self._busy.get(host)
+        return state is not None and float(state.get("busy") or 0.0) == dispatched_at
 
     # -- inputs -------------------------------------------------------------------
 
@@ -313,7 +351,7 @@ class Frontier:
         self.queue[queue_key(authority, tier, tail)] = item
         state["tails"][tier] = tail + 1
         self._put(authority, state)
-        self.queued += 1
+        self._count(authority, 1)
         if not state["busy"]:
             pq = self._pq(authority)
             self._schedule(pq, authority, max(self.clock(), float(state["next"])))
@@ -329,11 +367,19 @@ class Frontier:
         finished_at: float,
         retry_after: float | None = None,
         body: bytes | None = None,
+        dispatched_at: float = 0.0,
     ) -> list[Decision]:
-        """Release a host after its fetch finished, and set when it may be asked again."""
+        """Release a host after its fetch finished, and set when it may be asked again.
+
+        ``dispatched_at`` names the dispatch the fetch answered (0: not said); the
+        completion of an earlier dispatch must not release the host while the current
+        one is in flight.
+        """
         state = self._get(host)
         if state is None or not state.get("busy"):
             return []  # a late duplicate completion (lease expired and re-dispatched)
+        if dispatched_at and float(state["busy"]) != dispatched_at:
+            return []  # the answer to a dispatch before the one in flight now
         state = _copy(state)
         self._busy.pop(host, None)
         self.in_flight = max(0, self.in_flight - 1)
@@ -498,7 +544,7 @@ class Frontier:
         head = int(state["heads"][tier]) - 1
         self.queue[queue_key(authority, tier, head)] = item
         state["heads"][tier] = head
-        self.queued += 1
+        self._count(authority, 1)
 
     def _pop_next(self, authority: str, state: HostState) -> QueueItem | None:
         """The host's next URL, from the tier smooth weighted round robin picks.
@@ -522,7 +568,7 @@ class Frontier:
         credit[best] -= total
         seq = int(heads[best])
         heads[best] = seq + 1
-        self.queued -= 1
+        self._count(authority, -1)
         return self.queue.pop(queue_key(authority, best, seq), None)
 
     def _busy_hosts(self, partition: int) -> Iterable[tuple[str, HostState]]:
@@ -617,7 +663,7 @@ class Frontier:
                     decisions.append(
                         Decision(item["url"], host, outcome, reason, int(item["depth"]))
                     )
-            self.queued -= tail - head
+            self._count(host, head - tail)
             state["heads"][tier] = tail
         return decisions
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import topology
@@ -45,26 +46,54 @@ class FetchStage:
         *,
         sitemaps: SitemapConfig | None = None,
         revisits: RevisitSchedule | None = None,
+        is_current: Callable[[str, float], bool] | None = None,
     ) -> None:
         self.ctx = ctx
+        #: (host, dispatched_at) → is this the dispatch the frontier waits for? A stale
+        #: request is skipped: it is read again after a rebalance, or was re-dispatched.
+        self.is_current = is_current
+        #: Requests skipped as stale (see is_current).
+        self.stale_skipped = 0
         self.fetcher = fetcher
         self.sitemaps = sitemaps if sitemaps is not None else SitemapConfig(enabled=False)
         self.revisits = revisits
         self.out: Outbox = ctx.outbox()
         self._slots = asyncio.Semaphore(max_in_flight)
-        self._tasks: set[asyncio.Task[None]] = set()
+        #: Fetches running, with the partition each belongs to.
+        self._tasks: dict[asyncio.Task[None], int] = {}
 
     async def submit(self, partition: int, batch: dict[str, Any]) -> None:
         for request in batch["requests"]:
-            self.ctx.counters.fetch_in_flight += 1
             headers = None
             if self.revisits is not None and request["kind"] == "page":
                 # read while this fetch event is current: the record is in its partition
                 headers = self.revisits.headers_for(request["url"]) or None
             await self._slots.acquire()
+            # asked after the wait for a slot: a rebalance may have come meanwhile
+            if self.is_current is not None and not self.is_current(
+                request["host"], request["dispatched_at"]
+            ):
+                self.stale_skipped += 1
+                self._slots.release()
+                continue
+            self.ctx.counters.fetch_in_flight += 1
             task = asyncio.ensure_future(self._run(partition, request, headers))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._tasks[task] = partition
+            task.add_done_callback(self._forget_task)
+
+    def _forget_task(self, task: asyncio.Task[None]) -> None:
+        self._tasks.pop(task, None)
+
+    async def cancel(self, partitions: set[int], timeout: float = 5.0) -> int:
+        """Stop the fetches of partitions this worker is losing, and wait (bounded) for
+        them to end: the next owner re-dispatches them, and must find the hosts quiet.
+        A cancelled fetch reports nothing; its host's completion comes from the redo."""
+        doomed = [task for task, p in self._tasks.items() if p in partitions]
+        for task in doomed:
+            task.cancel()
+        if doomed:
+            await asyncio.wait(doomed, timeout=timeout)
+        return len(doomed)
 
     async def _run(
         self, partition: int, request: dict[str, Any], headers: dict[str, str] | None = None
@@ -109,6 +138,7 @@ class FetchStage:
                 "finished_at": result.fetched_at + result.elapsed_ms / 1000.0,
                 "retry_after": result.retry_after,
                 "body": result.body if kind == "robots" else None,
+                "dispatched_at": request["dispatched_at"],
             },
         )
         out.log(

@@ -65,6 +65,7 @@ def handle(
                 completion["finished_at"],
                 completion["retry_after"],
                 completion["body"],
+                completion.get("dispatched_at", 0.0),
             )
         )
         if done is not None and completion["kind"] == "page" and completion["outcome"] != "fetched":

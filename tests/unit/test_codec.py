@@ -73,6 +73,7 @@ EXAMPLES: dict[str, list[dict[str, Any]]] = {
                     "finished_at": 1.5,
                     "retry_after": None,
                     "body": b"User-agent: *\nDisallow: /private\n",
+                    "dispatched_at": 1.25,
                 },
                 {
                     "url": "https://example.com/a",
@@ -84,6 +85,7 @@ EXAMPLES: dict[str, list[dict[str, Any]]] = {
                     "finished_at": 2.0,
                     "retry_after": 30.0,
                     "body": None,
+                    "dispatched_at": 0.0,
                 },
             ],
             "tick": False,

@@ -582,13 +582,17 @@ def test_adopt_rebuilds_state_after_a_restart() -> None:
     assert after.frontier.in_flight == 0
     assert not any(state["busy"] for state in hosts.values())
 
+    # The fetches in flight at the death ended then, but when is unknown: a busy
+    # host's politeness clock restarts at the adoption.
+    assert after.dispatched() == []
+    clock.advance(10)
+    assert clock() == c_next
     by_host = {d.host: d for d in after.dispatched()}
-    assert set(by_host) == {"a.example", "b.example"}
+    assert set(by_host) == {"a.example", "b.example", "c.example"}
     assert (by_host["a.example"].url, by_host["a.example"].kind) == (lost.url, "page")
     assert by_host["b.example"].kind == "robots"
+    assert by_host["c.example"].url == "http://c.example/2"
     after.check_counters()
-    clock.now = c_next
-    assert urls(after.dispatched()) == ["http://c.example/2"]
     after.finish(by_host["a.example"])
     clock.advance(10)
     assert urls(after.dispatched()) == ["http://a.example/2"]
@@ -855,3 +859,52 @@ def test_adopt_upgrades_a_host_state_from_before_the_tiers() -> None:
         "http://a.example/2",
     ]
     assert h.queue == {}
+
+
+def test_a_completion_of_an_earlier_dispatch_does_not_release_the_host() -> None:
+    """After a rebalance a fetch may be dispatched again while the old owner's answer
+    is still on its way: that answer must not free the host with the new fetch out."""
+    h = Harness(Politeness(delay=1.0))
+    h.open_host("a.example", b"", "/1", "/2")
+    h.clock.advance(1)
+    (first,) = h.dispatched()
+    assert h.frontier.is_current("a.example", first.dispatched_at)
+    # the partition moves away and back: forgotten, adopted again, re-dispatched
+    h.frontier.forget(0)
+    assert not h.frontier.knows_partition(0)
+    assert (h.frontier.queued, h.frontier.in_flight) == (0, 0)
+    assert not h.frontier.is_current("a.example", first.dispatched_at)
+    h.frontier.adopt(0, list(h.hosts.items()))
+    h.clock.advance(1)
+    (again,) = h.dispatched()
+    assert again.url == first.url and again.dispatched_at > first.dispatched_at
+    assert not h.frontier.is_current("a.example", first.dispatched_at)
+    assert h.frontier.is_current("a.example", again.dispatched_at)
+    stale = h.frontier.complete(
+        "a.example", "page", 200, "fetched", 5.0, h.clock(), dispatched_at=first.dispatched_at
+    )
+    assert stale == []
+    assert h.frontier.in_flight == 1
+    h.clock.advance(5)
+    assert h.dispatched() == []  # still busy with `again`
+    h.frontier.complete(
+        "a.example", "page", 200, "fetched", 5.0, h.clock(), dispatched_at=again.dispatched_at
+    )
+    h.clock.advance(1)
+    assert urls(h.dispatched()) == ["http://a.example/2"]
+    h.check_counters()
+
+
+def test_forget_drops_only_that_partition() -> None:
+    h = Harness(partition_of=lambda authority: 0 if authority.startswith("a") else 1)
+    for host in ("a.example", "b.example"):
+        h.frontier.enqueue(f"http://{host}/1")
+        h.frontier.enqueue(f"http://{host}/2")
+    assert h.frontier.queued == 4
+    assert [d.kind for d in h.dispatched(0) + h.dispatched(1)] == ["robots", "robots"]
+    assert h.frontier.in_flight == 2
+    h.frontier.forget(1)
+    assert (h.frontier.queued, h.frontier.in_flight) == (2, 1)
+    assert h.frontier.knows_partition(0) and not h.frontier.knows_partition(1)
+    h.frontier.adopt(1, list(h.hosts.items()))
+    assert h.frontier.queued == 4

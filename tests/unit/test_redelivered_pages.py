@@ -1,0 +1,66 @@
+"""A page brought to link-extract twice (at-least-once across a kill or a rebalance)
+keeps one response record per URL (streams/stages/link_extract.py)."""
+
+from __future__ import annotations
+
+from streams.core.freshness import RevisitPolicy, RevisitSchedule
+from streams.stages.dedup import payload_digest
+from streams.stages.link_extract import SAME_CAPTURE, _stored_before
+
+URL = "http://a.example/page"
+
+
+def page(body: bytes, fetched_at: float, status: int = 200) -> dict:
+    return {"url": URL, "body": body, "fetched_at": fetched_at, "status": status}
+
+
+def schedule() -> RevisitSchedule:
+    return RevisitSchedule({}, RevisitPolicy(), lambda url: 0, clock=lambda: 1000.0)
+
+
+def stored(revisits: RevisitSchedule, p: dict, capture: tuple[str, float] | None) -> None:
+    revisits.fetched(URL, fingerprint="fp", headers=[], depth=0, stored=capture)
+
+
+def test_first_capture_is_stored_whole() -> None:
+    revisits = schedule()
+    capture, again = _stored_before(revisits, page(b"<p>x", 1.0))
+    assert again is None and capture == (payload_digest(b"<p>x"), 1.0)
+
+
+def test_the_same_capture_read_again_is_not_stored_again() -> None:
+    revisits = schedule()
+    first = page(b"<p>x", 1.0)
+    capture, _ = _stored_before(revisits, first)
+    stored(revisits, first, capture)
+    capture_again, again = _stored_before(revisits, page(b"<p>x", 1.0))
+    assert again is SAME_CAPTURE and capture_again == capture
+
+
+def test_a_refetch_of_the_same_bytes_is_a_revisit_of_the_stored_capture() -> None:
+    revisits = schedule()
+    first = page(b"<p>x", 1.0)
+    capture, _ = _stored_before(revisits, first)
+    stored(revisits, first, capture)
+    kept, again = _stored_before(revisits, page(b"<p>x", 5.0))
+    assert again == {"url": URL, "digest": payload_digest(b"<p>x"), "fetched_at": 1.0}
+    assert kept == capture  # the record keeps naming the full capture
+    stored(revisits, first, kept)
+    _, still = _stored_before(revisits, page(b"<p>x", 9.0))
+    assert still is not None and still is not SAME_CAPTURE and still["fetched_at"] == 1.0
+
+
+def test_changed_bytes_and_errors_are_stored_whole() -> None:
+    revisits = schedule()
+    first = page(b"<p>x", 1.0)
+    capture, _ = _stored_before(revisits, first)
+    stored(revisits, first, capture)
+    assert _stored_before(revisits, page(b"<p>y", 5.0))[1] is None
+    assert _stored_before(revisits, page(b"<p>x", 5.0, status=500)) == (None, None)
+
+
+def test_two_captures_in_one_batch() -> None:
+    revisits = schedule()
+    first = _stored_before(revisits, page(b"<p>x", 1.0))[0]
+    _, again = _stored_before(revisits, page(b"<p>x", 5.0), in_batch=first)
+    assert again is not None and again is not SAME_CAPTURE and again["fetched_at"] == 1.0
