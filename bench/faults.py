@@ -411,6 +411,7 @@ def main() -> int:
     parser.add_argument("--delay", type=float, default=plan.delay)
     parser.add_argument("--keep", help="keep the run's files (logs, stores) here")
     parser.add_argument("--together", action="store_true", help="start the workers at once")
+    parser.add_argument("--deadline", type=float, default=plan.deadline, help="seconds, in all")
     args = parser.parse_args()
     plan = FaultPlan(
         spec=WebSpec(hosts=args.hosts, pages_per_host=args.pages, seed=31),
@@ -418,6 +419,7 @@ def main() -> int:
         every=args.every,
         delay=args.delay,
         stagger=not args.together,
+        deadline=args.deadline,
     )
     print(f"faults: load average {os.getloadavg()[0]:.1f}", flush=True)
     with tempfile.TemporaryDirectory(prefix="seine-faults-") as tmp:
