@@ -409,6 +409,7 @@ def create_app(settings: Settings) -> SeineApp:
             revisits,
             revisits_table.items() if settings.recrawl else (),
             dispatch=seine.draining_since is None,
+            registry=seen_table,
         )
 
     agent(topology.FRONTIER, "frontier", frontier_step)

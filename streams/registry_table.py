@@ -21,7 +21,16 @@ changes what is stored and what goes to the changelog:
   URL of the message, value = the new URLs joined by ``\\n`` (a canonical URL has
   no newline: WHATWG strips them), split so a record stays under
   :data:`CHANGELOG_RECORD_MAX_BYTES`. The key is unique — a URL is new once — so
-  compaction never drops a record. Recovery and standbys go through
+  compaction never drops a record.
+* **Crawl states** (the frontier's writes, :meth:`RegistryTable.set_states`): one
+  WriteBatch and one changelog record per handled frontier message, value =
+  ``\\x00`` then lines of ``URL \\x00 state-JSON`` (:func:`state_records`), key =
+  ``\\x00`` + 16 random bytes. Its own key, because a state record keyed by a URL
+  would, under compaction, replace the registration record keyed by that URL
+  (and lose the other URLs it registered); a random key is never reused, so
+  compaction keeps every state record, and replay in changelog order leaves each
+  URL with its latest state. The cost: a URL's superseded states stay in the
+  changelog (about three small lines per URL crawled). Recovery and standbys go through
   :meth:`RegistryStore.apply_changelog_batch`, which feeds each record's URLs
   through the same registry insert (a replayed URL is found, not duplicated, and a
   collision is probed exactly as the first time).
@@ -35,9 +44,11 @@ changelog record would be lost on recovery.
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from faust.stores import rocksdb as faust_rocksdb
@@ -48,7 +59,13 @@ from streams.core.registry import UrlRegistry, key_of, url_of
 from streams.core.sites import url_id
 from streams.tables import ProducedTable
 
-__all__ = ["CHANGELOG_RECORD_MAX_BYTES", "RegistryStore", "RegistryTable", "changelog_records"]
+__all__ = [
+    "CHANGELOG_RECORD_MAX_BYTES",
+    "RegistryStore",
+    "RegistryTable",
+    "changelog_records",
+    "state_records",
+]
 
 log = logging.getLogger("seine.url-seen")
 
@@ -73,6 +90,39 @@ def changelog_records(urls: Sequence[str]) -> Iterator[tuple[bytes, bytes]]:
         chunk.append(raw)
     if chunk:
         yield chunk[0], b"\n".join(chunk)
+
+
+def state_records(states: Mapping[str, Mapping[str, Any]]) -> Iterator[tuple[bytes, bytes]]:
+    """``(key, value)`` changelog records for crawl states: a random key (see the
+    module docstring), value ``\\x00`` + ``URL \\x00 JSON`` lines, each value at most
+    :data:`CHANGELOG_RECORD_MAX_BYTES` (one longer line gets a record alone)."""
+    chunk: list[bytes] = []
+    size = 1
+    for url, state in states.items():
+        line = url.encode("utf-8") + b"\x00" + json.dumps(state, separators=(",", ":")).encode()
+        if chunk and size + 1 + len(line) > CHANGELOG_RECORD_MAX_BYTES:
+            yield b"\x00" + os.urandom(16), b"\x00" + b"\n".join(chunk)
+            chunk, size = [], 1
+        size += len(line) + (1 if chunk else 0)
+        chunk.append(line)
+    if chunk:
+        yield b"\x00" + os.urandom(16), b"\x00" + b"\n".join(chunk)
+
+
+def _parse_state_lines(value: bytes) -> dict[str, dict[str, Any]]:
+    """The states of one state record (a malformed line is logged and skipped)."""
+    states: dict[str, dict[str, Any]] = {}
+    for line in value[1:].split(b"\n"):
+        url, sep, raw = line.partition(b"\x00")
+        try:
+            state = json.loads(raw) if sep else None
+        except ValueError:
+            state = None
+        if not isinstance(state, dict):
+            log.warning("seen changelog: skipped a state line %r", line[:200])
+            continue
+        states[url.decode("utf-8", "replace")] = state
+    return states
 
 
 class RegistryStore(faust_rocksdb.Store):
@@ -101,6 +151,16 @@ class RegistryStore(faust_rocksdb.Store):
         """:meth:`UrlRegistry.add_keyed` on the partition's database (one WriteBatch)."""
         return self.registry(partition).add_keyed(urls, keys, maybe_present)
 
+    def set_states(
+        self, partition: int, states: Mapping[str, Mapping[str, Any]], *, register: bool = False
+    ) -> list[str]:
+        """:meth:`UrlRegistry.set_states` on the partition's database (one WriteBatch)."""
+        return self.registry(partition).set_states(states, register=register)
+
+    def url_states(self, partition: int) -> Iterator[tuple[str, dict[str, Any] | None]]:
+        """Every URL of one partition with its crawl state."""
+        return self.registry(partition).url_states()
+
     def partition_keys(self, partition: int) -> Iterator[bytes]:
         """Every registry key of one partition, in order: what url-seen's Bloom filter
         is rebuilt from (keys only: RocksDB hands no values to Python)."""
@@ -120,8 +180,10 @@ class RegistryStore(faust_rocksdb.Store):
         to_key: Callable[[Any], Any],
         to_value: Callable[[Any], Any],
     ) -> None:
-        """Recovery and standbys: register each record's URLs, one WriteBatch per
-        partition for the whole batch, then remember the offsets as Faust does."""
+        """Recovery and standbys: register each record's URLs and apply its crawl
+        states in changelog order, one WriteBatch per partition for each run of
+        registrations (and one per state record), then remember the offsets as
+        Faust does."""
         urls: defaultdict[int, list[str]] = defaultdict(list)
         offsets: dict[TP, int] = {}
         for event in batch:
@@ -129,21 +191,32 @@ class RegistryStore(faust_rocksdb.Store):
             offsets[message.tp] = max(message.offset, offsets.get(message.tp, -1))
             if message.value is None:
                 continue  # never written by url-seen (URLs are not forgotten)
-            urls[message.partition] += bytes(message.value).decode("utf-8").split("\n")
+            value = bytes(message.value)
+            if value[:1] == b"\x00":
+                self._register(message.partition, urls.pop(message.partition, []))
+                states = _parse_state_lines(value)
+                good = {url: state for url, state in states.items() if _has_host(url)}
+                self.set_states(message.partition, good, register=True)
+                continue
+            urls[message.partition] += value.decode("utf-8").split("\n")
         for partition, items in urls.items():
-            registry = self.registry(partition)
-            keys: list[bytes] = []
-            good: list[str] = []
-            for url in items:
-                try:
-                    keys.append(key_of(url))
-                except ValueError:
-                    log.warning("seen changelog: skipped a record entry %r (no host)", url[:200])
-                    continue
-                good.append(url)
-            registry.add_keyed(good, keys)
+            self._register(partition, items)
         for tp, offset in offsets.items():
             self.set_persisted_offset(tp, offset)
+
+    def _register(self, partition: int, items: Sequence[str]) -> None:
+        if not items:
+            return
+        keys: list[bytes] = []
+        good: list[str] = []
+        for url in items:
+            try:
+                keys.append(key_of(url))
+            except ValueError:
+                log.warning("seen changelog: skipped a record entry %r (no host)", url[:200])
+                continue
+            good.append(url)
+        self.registry(partition).add_keyed(good, keys)
 
     async def on_rebalance(
         self,
@@ -190,7 +263,16 @@ class RegistryStore(faust_rocksdb.Store):
     def _visible_items(self, db: Any) -> Iterator[tuple[bytes, bytes]]:
         for key, value in db.items():
             if key != _OFFSET_KEY:
-                yield bytes(value[8:]), bytes(value[:8])
+                yield url_of(value).encode("utf-8"), bytes(value[:8])
+
+
+def _has_host(url: str) -> bool:
+    try:
+        key_of(url)
+    except ValueError:
+        log.warning("seen changelog: skipped a state of %r (no host)", url[:200])
+        return False
+    return True
 
 
 class RegistryTable(ProducedTable):
@@ -247,5 +329,21 @@ class RegistryTable(ProducedTable):
         written = self.store.add_keyed(partition, urls, keys, maybe_present)
         new = [url for url, key in zip(urls, written, strict=True) if key is not None]
         for key, value in changelog_records(new):
+            self.send_changelog(partition, key, value, "raw", "raw")
+        return written
+
+    def set_states(self, states: Mapping[str, Mapping[str, Any]]) -> list[str]:
+        """Record crawl states of registered URLs in the current event's partition
+        (the frontier's writes): one WriteBatch, then one changelog record (per
+        256 KB) for the states written. Returns the URLs written; an unregistered
+        URL is skipped (see :meth:`UrlRegistry.set_states`)."""
+        if not states:
+            return []
+        event = current_event()
+        if event is None:
+            raise RuntimeError("the seen registry is written only while handling an event")
+        partition = event.message.partition
+        written = self.store.set_states(partition, states)
+        for key, value in state_records({url: states[url] for url in written}):
             self.send_changelog(partition, key, value, "raw", "raw")
         return written

@@ -97,12 +97,36 @@ def _json(raw: bytes) -> Any:
 def seen_url(key: bytes, value: bytes) -> str | None:
     """The URL of one `seen` entry, in either layout: a JSON string key (URL → 1), or
     the URL registry's (16-byte site id + hash key → 8-byte URL id + the URL)."""
-    if len(value) > 8 and value[8:12] == b"http":
-        return value[8:].decode("utf-8", "replace")
+    if len(value) > 8 and value[8:12] == b"http":  # the URL, maybe then \x00 + its state
+        return value[8:].split(b"\x00", 1)[0].decode("utf-8", "replace")
     if key[:1] == b'"':
         url = _json(key)
         return url if isinstance(url, str) else None
     return None
+
+
+def url_states(data_dir: str | Path) -> dict[str, dict[str, Any] | None]:
+    """Every registered URL under a data dir with its crawl state (None: registered,
+    not acted on by the frontier yet), from the URL registry of every worker dir.
+
+    A partition that moved between workers leaves a copy in each worker's dir; the
+    state with the latest ``at`` wins, as the newest capture wins in the page store.
+    """
+    from streams.core.registry import state_of, url_of
+
+    result: dict[str, dict[str, Any] | None] = {}
+    for _, path in table_dbs(data_dir, "seen"):
+        for key, value in _items(path):
+            if len(key) != 16 or len(value) <= 8:
+                continue
+            url, state = url_of(value), state_of(value)
+            old = result.get(url)
+            if url not in result or (
+                state is not None
+                and (old is None or float(state.get("at", 0)) >= float(old.get("at", 0)))
+            ):
+                result[url] = state
+    return result
 
 
 @dataclass

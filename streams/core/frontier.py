@@ -150,6 +150,8 @@ class Decision:
     outcome: str
     reason: str
     depth: int = 0
+    #: The URL went back to its queue (a 429/503 retried): still queued, not given up.
+    requeued: bool = False
 
 
 @dataclass
@@ -639,7 +641,12 @@ class Frontier:
         again["retries"] = retries
         self._push_front(host, state, again)
         return Decision(
-            url, host, "backoff", f"{why}, page retried ({retries}/{MAX_RETRIES})", depth
+            url,
+            host,
+            "backoff",
+            f"{why}, page retried ({retries}/{MAX_RETRIES})",
+            depth,
+            requeued=True,
         )
 
     def _rules_for(self, state: HostState) -> RobotsRules | None:

@@ -7,11 +7,14 @@ Why this shape
   bytes, so a site's URLs form one contiguous key range: listing a site (recrawl,
   export, per-site budgets) is a prefix scan, not a full scan, and a site's keys
   sit in the same blocks, which keeps compaction and caching local.
-* **Value = 8-byte URL id + the URL** (UTF-8). The URL is kept so membership is
-  exact: a 64-bit hash collision (or two sites whose 63-bit ids collide, which the
-  key alone cannot tell apart) is detected by comparing URLs and resolved by
-  probing the next key of the site's range, so a URL is never reported as seen
-  because another URL shares its key.
+* **Value = 8-byte URL id + the URL** (UTF-8), then, once the frontier has acted
+  on the URL, ``\x00`` + its **crawl state** as compact JSON (see
+  :func:`state_of`). The URL is kept so membership is exact: a 64-bit hash
+  collision (or two sites whose 63-bit ids collide, which the key alone cannot
+  tell apart) is detected by comparing URLs and resolved by probing the next key
+  of the site's range, so a URL is never reported as seen because another URL
+  shares its key. A canonical URL never holds a NUL (WHATWG percent-encodes it in
+  every component and forbids it in hosts), so the separator is unambiguous.
 * **Writes in batches.** url-seen handles URLs a batch at a time; one RocksDB
   WriteBatch per call to :meth:`UrlRegistry.add_many` (one WAL append, one
   memtable insert pass) instead of one put per URL, and the lookups before it are
@@ -25,7 +28,8 @@ table partition over the database Faust opened for it (:meth:`UrlRegistry.over`)
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+import json
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, cast
@@ -35,12 +39,20 @@ from rocksdict import Options, Rdict, ReadOptions, WriteBatch
 from streams.core.sites import registry_key, site_id, url_id
 from streams.core.urls import host_of, site_key
 
-__all__ = ["UrlRegistry", "key_of", "url_of"]
+__all__ = ["STICKY_FIELDS", "UrlRegistry", "key_of", "state_of", "url_of", "with_state"]
+
+#: Separates the URL from its crawl state in a registry value.
+STATE_SEP = b"\x00"
+#: State fields that outlive a state change (a URL's in-link count is not reset when
+#: it is fetched); every other field describes the latest state only.
+STICKY_FIELDS = ("in",)
 
 #: Keys of one site tried after a collision before giving up (never reached in
 #: practice: a second probe needs two 64-bit collisions within one site).
 MAX_PROBES = 64
 _SUFFIX_MASK = (1 << 64) - 1
+#: Faust's own bookkeeping key in a table partition's database (16 bytes, like ours).
+_FAUST_OFFSET_KEY = b"__faust\x00offset__"
 
 
 def key_of(url: str) -> bytes:
@@ -63,8 +75,43 @@ def _value(url: str) -> bytes:
 
 
 def url_of(value: bytes) -> str:
-    """The URL of a stored value (8-byte URL id, then the URL)."""
-    return bytes(value[8:]).decode("utf-8")
+    """The URL of a stored value (8-byte URL id, the URL, then maybe its state)."""
+    return bytes(value[8:]).split(STATE_SEP, 1)[0].decode("utf-8")
+
+
+def state_of(value: bytes) -> dict[str, Any] | None:
+    """The crawl state of a stored value, or None while the frontier has not acted on
+    the URL (url-seen registered it; a record from before states were kept).
+
+    A state is a small dict: ``s`` is one of ``queued`` (with ``tier``, ``depth``,
+    and ``retry`` after a 429/503), ``fetching``, ``fetched`` (``status`` and the
+    fetch ``outcome``: fetched, unchanged, redirect, sitemap ...), ``failed``
+    (``outcome`` and ``reason``, ``backoff`` when the host was backed off),
+    ``refused`` (``outcome``: robots-disallowed, host-budget, host-queue-full,
+    robots-unavailable; ``reason``) or ``parked`` (the host was parked); ``at`` is
+    when (Unix seconds) and ``in`` the in-link count seen so far.
+    """
+    parts = bytes(value[8:]).split(STATE_SEP, 1)
+    if len(parts) < 2:
+        return None
+    try:
+        state = json.loads(parts[1])
+    except ValueError:
+        return None
+    return state if isinstance(state, dict) else None
+
+
+def with_state(value: bytes, state: Mapping[str, Any]) -> bytes:
+    """A stored value with its crawl state replaced by `state`, keeping the sticky
+    fields of the old state that `state` does not set."""
+    value = bytes(value)
+    head = value[:8] + value[8:].split(STATE_SEP, 1)[0]
+    old = state_of(value)
+    if old:
+        kept = {k: old[k] for k in STICKY_FIELDS if k in old and k not in state}
+        if kept:
+            state = {**state, **kept}
+    return head + STATE_SEP + json.dumps(state, separators=(",", ":")).encode("utf-8")
 
 
 class UrlRegistry:
@@ -166,6 +213,70 @@ class UrlRegistry:
             self._db.write(batch)
         return result
 
+    def _find(self, urls: Sequence[str]) -> list[tuple[bytes, bytes] | None]:
+        """(key, stored value) of each registered URL, None for the others: one
+        multi-get for the first-choice keys, single gets only to probe a collision."""
+        keys: list[bytes | None] = []
+        for url in urls:
+            try:
+                keys.append(key_of(url))
+            except ValueError:
+                keys.append(None)
+        lookup = [key for key in keys if key is not None]
+        found = iter(
+            cast("list[bytes | None]", self._db.get(cast("list[Any]", lookup))) if lookup else []
+        )
+        result: list[tuple[bytes, bytes] | None] = []
+        for url, key in zip(urls, keys, strict=True):
+            if key is None:
+                result.append(None)
+                continue
+            stored = next(found)
+            hit: tuple[bytes, bytes] | None = None
+            for _ in range(MAX_PROBES):
+                if stored is None:
+                    break
+                if url_of(stored) == url:
+                    hit = (key, bytes(stored))
+                    break
+                key = _next_probe(key)
+                stored = self._db.get(key)
+            result.append(hit)
+        return result
+
+    def set_states(
+        self, states: Mapping[str, Mapping[str, Any]], *, register: bool = False
+    ) -> list[str]:
+        """Record the crawl state of URLs; returns the URLs written, in order.
+
+        One multi-get, one WriteBatch. A URL that is not registered is skipped
+        (the frontier only acts on URLs url-seen registered; a state must not make
+        a URL "seen" behind url-seen's Bloom filter) unless `register` is set, as
+        changelog replay does (url-seen's filter is rebuilt after recovery).
+        """
+        urls = list(states)
+        batch = WriteBatch(raw_mode=True)
+        written: list[str] = []
+        for url, hit in zip(urls, self._find(urls), strict=True):
+            if hit is None:
+                if not register:
+                    continue
+                added = self.add_keyed([url], [key_of(url)])[0]
+                if added is None:  # pragma: no cover - _find said it was absent
+                    continue
+                hit = (added, _value(url))
+            key, stored = hit
+            batch.put(key, with_state(stored, states[url]))
+            written.append(url)
+        if written:
+            self._db.write(batch)
+        return written
+
+    def state(self, url: str) -> dict[str, Any] | None:
+        """The crawl state of a registered URL (None if absent or not acted on yet)."""
+        hit = self._find([url])[0]
+        return None if hit is None else state_of(hit[1])
+
     def __contains__(self, url: object) -> bool:
         if not isinstance(url, str):
             return False
@@ -203,6 +314,12 @@ class UrlRegistry:
             if not isinstance(key, bytes) or not key.startswith(prefix):
                 break  # the upper bound makes this a safety net
             yield url_of(value)
+
+    def url_states(self) -> Iterator[tuple[str, dict[str, Any] | None]]:
+        """Every registered URL with its crawl state, grouped by site."""
+        for key, value in self._db.items():
+            if isinstance(key, bytes) and len(key) == 16 and key != _FAUST_OFFSET_KEY:
+                yield url_of(value), state_of(value)
 
     def close(self) -> None:
         """Flush and release the database (RocksDB locks it per process); idempotent."""

@@ -139,6 +139,7 @@ class FetchStage:
                 "retry_after": result.retry_after,
                 "body": result.body if kind == "robots" else None,
                 "dispatched_at": request["dispatched_at"],
+                "reason": result.reason or "",
             },
         )
         out.log(

@@ -8,15 +8,28 @@ rather than timers that touch tables directly.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, MutableMapping
-from typing import Any
+import logging
+from collections.abc import Iterable, Mapping, MutableMapping
+from typing import Any, Protocol
 
 import topology
 from streams.core.freshness import Record, RevisitSchedule
-from streams.core.frontier import Decision, Dispatch, Frontier, HostState
+from streams.core.frontier import Decision, Dispatch, Frontier, HostState, tier_for
 from streams.core.sites import url_id_long
+from streams.core.urlstate import StateUpdates
 from streams.stages import recrawl
 from streams.stages.context import Outbox, crawl_log_record
+
+
+class StateRegistry(Protocol):
+    """Where the frontier records each URL's crawl state: url-seen's
+    :class:`~streams.registry_table.RegistryTable` in the crawl (the current event's
+    partition), a :class:`~streams.core.registry.UrlRegistry` in unit tests."""
+
+    def set_states(self, states: Mapping[str, Mapping[str, Any]]) -> list[str]: ...
+
+
+log = logging.getLogger("seine.frontier")
 
 
 def handle(
@@ -30,6 +43,7 @@ def handle(
     revisit_records: Iterable[tuple[str, Record]] = (),
     *,
     dispatch: bool = True,
+    registry: StateRegistry | None = None,
 ) -> None:
     """Handle one frontier event of `partition`.
 
@@ -37,6 +51,11 @@ def handle(
     redirect, robots-disallowed, a parked host): with the page store it is what
     lets a resume over a data dir whose topics were lost (streams/resume.py)
     tell a finished URL from one lost in transit.
+
+    `registry` is the URL registry: each URL's crawl state (queued, fetching,
+    fetched with its status, failed with the reason, refused or parked with the
+    decision) is written there, all of this message's states in one WriteBatch,
+    after the last of them is known.
     """
     if not frontier.knows_partition(partition):
         frontier.adopt(partition, host_states)
@@ -44,30 +63,39 @@ def handle(
     if revisits is not None:  # hook (freshness): 304s, re-fed URLs, due revisits
         new_urls = recrawl.handle(partition, event, frontier, revisits, revisit_records)
     decisions: list[Decision] = []
+    states = StateUpdates()
+    now = frontier.clock()
     for candidate in new_urls:
+        inlinks = candidate.get("inlinks", 1)
         refused = frontier.enqueue(
             candidate["url"],
             candidate["depth"],
             candidate["priority"],
-            inlinks=candidate.get("inlinks", 1),
+            inlinks=inlinks,
             kind=candidate.get("kind", "page"),
         )
         if refused is not None:
             decisions.append(refused)
+            states.decided(refused, now)
+        else:
+            tier = tier_for(candidate["priority"], candidate["depth"], inlinks)
+            states.queued(candidate["url"], tier, candidate["depth"], now, inlinks)
     for completion in event["completions"]:
-        decisions.extend(
-            frontier.complete(
-                completion["host"],
-                completion["kind"],
-                completion["status"],
-                completion["outcome"],
-                completion["elapsed_ms"],
-                completion["finished_at"],
-                completion["retry_after"],
-                completion["body"],
-                completion.get("dispatched_at", 0.0),
-            )
+        states.completed(completion)
+        settled = frontier.complete(
+            completion["host"],
+            completion["kind"],
+            completion["status"],
+            completion["outcome"],
+            completion["elapsed_ms"],
+            completion["finished_at"],
+            completion["retry_after"],
+            completion["body"],
+            completion.get("dispatched_at", 0.0),
         )
+        for decision in settled:
+            states.decided(decision, now)
+        decisions.extend(settled)
         if done is not None and completion["kind"] == "page" and completion["outcome"] != "fetched":
             done[completion["url"]] = completion["outcome"]
     dispatches: list[Dispatch] = []
@@ -75,7 +103,16 @@ def handle(
         dispatches, more = frontier.due(partition)
         decisions.extend(more)
         dispatches.extend(frontier.expire_leases(partition))
+        for decision in more:
+            states.decided(decision, now)
+        for due in dispatches:
+            states.dispatched(due)
     frontier.flush()
+    if registry is not None and len(states):
+        try:
+            registry.set_states(states.states)
+        except Exception:  # the fetches are due whatever the record says: send them
+            log.exception("frontier: recording %d URL states failed", len(states))
     for due in dispatches:
         out.add(topology.FETCH, partition, _request(due))
     for decision in decisions:

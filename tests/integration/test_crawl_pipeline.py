@@ -17,6 +17,7 @@ import pytest
 from streams.broker import EmbeddedBroker
 from streams.demo.server import read_request_log, start_server_process
 from streams.demo.webgen import WebSpec
+from streams.resume import url_states
 from streams.storeset import open_stores
 from tests.integration.conftest import crawl_env, run_crawl, run_seine
 
@@ -69,6 +70,27 @@ def test_crawl_of_the_demo_web(
             originals = [c for c in captures if c is not None and c.revisit_of is None]
             assert len(originals) == 1, (in_crawl, [c and c.revisit_of for c in captures])
             assert len({c.body for c in captures if c is not None}) == 1
+
+    # The URL registry says what happened to every URL: each stored page was fetched,
+    # each disallowed one refused with the reason, none is left queued or in flight.
+    states = url_states(run.data_dir)
+    assert stored <= set(states)
+    for url in stored:
+        state = states[url]
+        assert state is not None and (state["s"], state["status"]) == ("fetched", 200), (url, state)
+    # (a disallowed URL linked only from a near-duplicate is never met: its links are
+    # not extracted, and which copy comes first depends on timing)
+    disallowed = web.disallowed_linked() & set(states)
+    assert disallowed
+    for url in disallowed:
+        state = states[url]
+        assert state is not None and (state["s"], state["outcome"], state["reason"]) == (
+            "refused",
+            "robots-disallowed",
+            "disallowed by robots.txt",
+        ), (url, state)
+    unsettled = {u: s for u, s in states.items() if s is None or s["s"] in ("queued", "fetching")}
+    assert not unsettled, list(unsettled.items())[:5]
 
     # The server's own log: nothing disallowed, nothing twice, one in flight per host.
     assert demo_web.stop() == 0

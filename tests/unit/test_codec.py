@@ -74,6 +74,7 @@ EXAMPLES: dict[str, list[dict[str, Any]]] = {
                     "retry_after": None,
                     "body": b"User-agent: *\nDisallow: /private\n",
                     "dispatched_at": 1.25,
+                    "reason": "",
                 },
                 {
                     "url": "https://example.com/a",
@@ -86,6 +87,7 @@ EXAMPLES: dict[str, list[dict[str, Any]]] = {
                     "retry_after": 30.0,
                     "body": None,
                     "dispatched_at": 0.0,
+                    "reason": "HTTP 429",
                 },
             ],
             "tick": False,

@@ -1,0 +1,200 @@
+"""The frontier stage writes each URL's crawl state to the URL registry.
+
+The stage's own handler over a frontier of plain dicts, a real RocksDB registry
+(the one url-seen writes) and an outbox that keeps what would be sent: the states
+the registry ends with, and the crawl-log records beside them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from streams.core.frontier import PARK_AFTER_ERRORS, Frontier, Politeness
+from streams.core.registry import UrlRegistry, state_of, with_state
+from streams.stages import frontier as frontier_stage
+
+T0 = 1_000_000.0
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class FakeOutbox:
+    def __init__(self) -> None:
+        self.fetches: list[dict[str, Any]] = []
+        self.logs: list[dict[str, Any]] = []
+
+    def add(self, spec: Any, partition: int, item: dict[str, Any]) -> None:
+        self.fetches.append(item)
+
+    def log(self, record: dict[str, Any]) -> None:
+        self.logs.append(record)
+
+
+class CountingRegistry:
+    """The registry, counting the calls (one per handled message)."""
+
+    def __init__(self, registry: UrlRegistry) -> None:
+        self.registry = registry
+        self.calls: list[int] = []
+
+    def set_states(self, states: Any) -> list[str]:
+        self.calls.append(len(states))
+        return self.registry.set_states(states)
+
+
+class Crawl:
+    def __init__(self, path: Path, policy: Politeness | None = None) -> None:
+        self.clock = Clock()
+        self.frontier = Frontier({}, {}, policy or Politeness(), lambda _: 0, self.clock)
+        self.registry = UrlRegistry(path)
+        self.counting = CountingRegistry(self.registry)
+        self.out = FakeOutbox()
+
+    def handle(self, new_urls: list[str] = (), completions: list[dict] = ()) -> list[dict]:  # type: ignore[assignment]
+        """One frontier message; returns the fetch requests it made due."""
+        sent = len(self.out.fetches)
+        event = {
+            "new_urls": [
+                {"url": u, "depth": 1, "priority": 0, "via": None, "inlinks": 1, "kind": "page"}
+                for u in new_urls
+            ],
+            "completions": list(completions),
+            "tick": False,
+        }
+        frontier_stage.handle(0, event, self.frontier, (), self.out, registry=self.counting)  # type: ignore[arg-type]
+        return self.out.fetches[sent:]
+
+    def register(self, *urls: str) -> None:
+        assert all(self.registry.add_many(urls))  # what url-seen does first
+
+    def state(self, url: str) -> dict[str, Any]:
+        state = self.registry.state(url)
+        assert state is not None, url
+        return state
+
+
+def done(request: dict[str, Any], status: int = 200, **extra: Any) -> dict[str, Any]:
+    return {
+        "url": request["url"],
+        "host": request["host"],
+        "kind": request["kind"],
+        "status": status,
+        "outcome": extra.pop("outcome", "fetched" if status else "error"),
+        "elapsed_ms": 5.0,
+        "finished_at": T0,
+        "retry_after": None,
+        "body": extra.pop("body", None),
+        "reason": extra.pop("reason", ""),
+    }
+
+
+def test_every_registered_url_ends_with_what_happened_to_it(tmp_path: Path) -> None:
+    crawl = Crawl(tmp_path / "reg")
+    pages = ["http://a.test/ok", "http://a.test/private/x", "http://a.test/gone"]
+    crawl.register(*pages)
+    (robots,) = crawl.handle(pages)
+    assert robots["kind"] == "robots"
+    for url in pages:
+        assert crawl.state(url) == {"s": "queued", "at": T0, "tier": 1, "depth": 1}
+    (first,) = crawl.handle(completions=[done(robots, body=b"User-agent: *\nDisallow: /private")])
+    assert crawl.state(first["url"])["s"] == "fetching"
+    (second,) = crawl.handle(completions=[done(first)])
+    assert crawl.state("http://a.test/ok") == {
+        "s": "fetched",
+        "at": T0,
+        "status": 200,
+        "outcome": "fetched",
+    }
+    # the disallowed page was refused on its way out of the queue, with the reason
+    assert crawl.state("http://a.test/private/x") == {
+        "s": "refused",
+        "at": T0,
+        "outcome": "robots-disallowed",
+        "reason": "disallowed by robots.txt",
+    }
+    assert second["url"] == "http://a.test/gone"
+    crawl.handle(completions=[done(second, 404, outcome="fetched")])
+    assert crawl.state("http://a.test/gone")["status"] == 404
+    # one registry write per handled message that changed a state
+    assert crawl.counting.calls == [3, 1, 3, 1]
+
+
+def test_a_host_with_repeated_connection_errors_is_backed_off_then_parked(
+    tmp_path: Path,
+) -> None:
+    """The crawl log says each backoff and the parking; the registry says the same."""
+    crawl = Crawl(tmp_path / "reg")
+    pages = [f"http://down.test/{i}" for i in range(PARK_AFTER_ERRORS + 2)]
+    crawl.register(*pages)
+    (robots,) = crawl.handle(pages)
+    (request,) = crawl.handle(completions=[done(robots, 404)])
+    failed: list[str] = []
+    for errors in range(1, PARK_AFTER_ERRORS + 1):
+        failed.append(request["url"])
+        crawl.clock.now += 1000.0  # past any backoff
+        again = crawl.handle(completions=[done(request, 0, reason="connect: refused")])
+        if errors < PARK_AFTER_ERRORS:
+            (request,) = again
+        else:
+            assert again == [] and crawl.frontier.queued == 0
+    frontier_logs = [r for r in crawl.out.logs if r["stage"] == "frontier"]
+    backoffs = [r for r in frontier_logs if r["outcome"] == "backoff"]
+    assert [r["url"] for r in backoffs] == failed[:-1]
+    assert [r["reason"] for r in backoffs] == [
+        f"{n} connection errors in a row: host waits {min(300.0, 2.0**n):g} s"
+        for n in range(1, PARK_AFTER_ERRORS)
+    ]
+    parked = [r for r in frontier_logs if r["outcome"] == "host-parked"]
+    assert [r["url"] for r in parked] == pages[PARK_AFTER_ERRORS:]
+    assert {r["reason"] for r in parked} == {f"{PARK_AFTER_ERRORS} errors in a row"}
+    # the registry: each tried page failed with its reason (and the backoff it caused),
+    # the pages still queued when the host was parked say so
+    for n, url in enumerate(failed, 1):
+        state = crawl.state(url)
+        assert (state["s"], state["reason"]) == ("failed", "connect: refused")
+        if n < PARK_AFTER_ERRORS:
+            assert state["backoff"].startswith(f"{n} connection errors in a row")
+    for url in pages[PARK_AFTER_ERRORS:]:
+        state = crawl.state(url)
+        assert (state["s"], state["outcome"]) == ("parked", "host-parked")
+
+
+def test_a_throttled_page_is_queued_again_in_the_registry(tmp_path: Path) -> None:
+    crawl = Crawl(tmp_path / "reg")
+    crawl.register("http://slow.test/a")
+    (robots,) = crawl.handle(["http://slow.test/a"])
+    (page,) = crawl.handle(completions=[done(robots, 404)])
+    crawl.handle(completions=[{**done(page, 429), "retry_after": 2.0}])
+    state = crawl.state("http://slow.test/a")
+    assert state["s"] == "queued" and state["status"] == 429
+    assert state["retry"].startswith("HTTP 429, Retry-After 2 s: host waits 2 s")
+
+
+def test_states_only_for_registered_urls_and_in_links_outlive_a_state(tmp_path: Path) -> None:
+    with UrlRegistry(tmp_path / "reg") as registry:
+        registry.add_many(["http://a.test/1"])
+        assert registry.state("http://a.test/1") is None  # registered, not acted on
+        assert registry.set_states(
+            {"http://a.test/1": {"s": "queued", "in": 3}, "http://a.test/2": {"s": "queued"}}
+        ) == ["http://a.test/1"]
+        assert "http://a.test/2" not in registry
+        registry.set_states({"http://a.test/1": {"s": "fetched"}})
+        assert registry.state("http://a.test/1") == {"s": "fetched", "in": 3}
+        assert list(registry.url_states()) == [("http://a.test/1", {"s": "fetched", "in": 3})]
+        assert "http://a.test/1" in registry and registry.add_many(["http://a.test/1"]) == [False]
+
+
+@pytest.mark.parametrize("value", [b"\x00" * 8 + b"http://a.test/", b"\x01" * 8 + b"http://b/"])
+def test_a_value_without_a_state_gets_one(value: bytes) -> None:
+    assert state_of(value) is None
+    assert state_of(with_state(value, {"s": "queued"})) == {"s": "queued"}
+    assert with_state(with_state(value, {"s": "x"}), {"s": "y"}).count(b"\x00{") == 1
