@@ -201,7 +201,9 @@ class StageContext:
         self.topic_names = {
             spec.name: topology.topic_name(settings.app_id, spec) for spec in topology.TOPICS
         }
-        self.producer = StageProducer(settings.bootstrap)
+        self.producer = StageProducer(
+            settings.bootstrap, **{"compression.type": settings.compression}
+        )
         self.outboxes: list[Outbox] = []
         self.seen_filters: Any = None
         self.limits = Limits(settings.max_message_bytes, settings.max_url_bytes)

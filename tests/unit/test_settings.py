@@ -194,3 +194,17 @@ def test_each_worker_of_a_crawl_gets_ports_of_its_own(tmp_path: Path) -> None:
     without = Settings(web_enabled=True, web_port=7000)
     env = worker_env(without, settings_env(without), 1, tmp_path, tmp_path / "s")
     assert load_settings(environ=env).redirect_port == 0
+
+
+def test_compression_reaches_the_stage_producer() -> None:
+    """SEINE_COMPRESSION picks the stages' codec; librdkafka refuses one it lacks."""
+    from confluent_kafka import KafkaException
+
+    from streams.producer import StageProducer
+
+    assert Settings().compression == "lz4"
+    s = load_settings(environ={"SEINE_COMPRESSION": "zstd"})
+    assert s.compression == "zstd"
+    StageProducer("127.0.0.1:9", **{"compression.type": s.compression}).close(0)
+    with pytest.raises(KafkaException):
+        StageProducer("127.0.0.1:9", **{"compression.type": "brotli"})
