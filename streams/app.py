@@ -393,6 +393,7 @@ def create_app(settings: Settings) -> SeineApp:
             seen_filters,
             seen_table.store.partition_keys,
             out,
+            sitemap_ttl=settings.robots_ttl if settings.sitemaps else 0.0,
         ),
     )
 

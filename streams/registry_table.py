@@ -147,15 +147,25 @@ class RegistryStore(faust_rocksdb.Store):
         urls: Sequence[str],
         keys: Sequence[bytes],
         maybe_present: Sequence[bool] | None = None,
+        found: dict[str, tuple[bytes, bytes]] | None = None,
     ) -> list[bytes | None]:
         """:meth:`UrlRegistry.add_keyed` on the partition's database (one WriteBatch)."""
-        return self.registry(partition).add_keyed(urls, keys, maybe_present)
+        return self.registry(partition).add_keyed(urls, keys, maybe_present, found)
 
     def set_states(
         self, partition: int, states: Mapping[str, Mapping[str, Any]], *, register: bool = False
     ) -> list[str]:
         """:meth:`UrlRegistry.set_states` on the partition's database (one WriteBatch)."""
         return self.registry(partition).set_states(states, register=register)
+
+    def add_inlinks(
+        self,
+        partition: int,
+        counts: Mapping[str, int],
+        found: Mapping[str, tuple[bytes, bytes]] | None = None,
+    ) -> list[tuple[str, dict[str, Any] | None, dict[str, Any]]]:
+        """:meth:`UrlRegistry.add_inlinks` on the partition's database (one WriteBatch)."""
+        return self.registry(partition).add_inlinks(counts, found)
 
     def url_states(self, partition: int) -> Iterator[tuple[str, dict[str, Any] | None]]:
         """Every URL of one partition with its crawl state."""
@@ -315,6 +325,7 @@ class RegistryTable(ProducedTable):
         urls: Sequence[str],
         keys: Sequence[bytes],
         maybe_present: Sequence[bool] | None = None,
+        found: dict[str, tuple[bytes, bytes]] | None = None,
     ) -> list[bytes | None]:
         """Register URLs in the current event's partition; for each, the key it was
         stored under if new, else None (see :meth:`UrlRegistry.add_keyed`).
@@ -326,7 +337,7 @@ class RegistryTable(ProducedTable):
         if event is None:
             raise RuntimeError("the seen registry is written only while handling an event")
         partition = event.message.partition
-        written = self.store.add_keyed(partition, urls, keys, maybe_present)
+        written = self.store.add_keyed(partition, urls, keys, maybe_present, found)
         new = [url for url, key in zip(urls, written, strict=True) if key is not None]
         for key, value in changelog_records(new):
             self.send_changelog(partition, key, value, "raw", "raw")
@@ -347,3 +358,29 @@ class RegistryTable(ProducedTable):
         for key, value in state_records({url: states[url] for url in written}):
             self.send_changelog(partition, key, value, "raw", "raw")
         return written
+
+    def add_inlinks(
+        self,
+        counts: Mapping[str, int],
+        found: Mapping[str, tuple[bytes, bytes]] | None = None,
+    ) -> list[tuple[str, dict[str, Any] | None, dict[str, Any]]]:
+        """Grow registered URLs' in-link counts in the current event's partition (url-seen,
+        for links to URLs it has seen): one WriteBatch, and the new states in one
+        changelog record (per 256 KB), as :meth:`set_states` writes them."""
+        if not counts:
+            return []
+        partition = self._partition()
+        changed = self.store.add_inlinks(partition, counts, found)
+        for key, value in state_records({url: new for url, _old, new in changed}):
+            self.send_changelog(partition, key, value, "raw", "raw")
+        return changed
+
+    def states(self, urls: Sequence[str]) -> dict[str, dict[str, Any] | None]:
+        """The crawl states of registered URLs in the current event's partition."""
+        return self.store.registry(self._partition()).states(urls)
+
+    def _partition(self) -> int:
+        event = current_event()
+        if event is None:
+            raise RuntimeError("the seen registry is used only while handling an event")
+        return int(event.message.partition)

@@ -194,6 +194,9 @@ class Frontier:
         #: Fetches dispatched and not yet completed.
         self.in_flight = 0
         self.pages_dispatched = 0
+        #: (tier, sequence) of the URL the last enqueue() queued: the URL registry keeps
+        #: it in the URL's state, so a later re-tier finds the item without a scan.
+        self.last_slot: tuple[int, int] = (0, 0)
 
     @property
     def queued(self) -> int:
@@ -354,10 +357,38 @@ class Frontier:
         state["tails"][tier] = tail + 1
         self._put(authority, state)
         self._count(authority, 1)
+        self.last_slot = (tier, tail)
         if not state["busy"]:
             pq = self._pq(authority)
             self._schedule(pq, authority, max(self.clock(), float(state["next"])))
         return None
+
+    def retier(self, url: str, tier: int, seq: int, new_tier: int) -> tuple[int, int] | None:
+        """Move a still-queued URL from slot (tier, seq) of its host's queue to the tail
+        of `new_tier` (its in-link count rose); returns the new slot, or None when the
+        item is not there any more (dispatched, drained) or would not move up.
+
+        The old slot is left empty: a hole in a tier's key range is skipped when the
+        head reaches it, so it stays counted (``queued``, ``pending``) until then.
+        """
+        authority = authority_of(url)
+        state = self._get(authority)
+        if state is None or not 0 <= new_tier < tier < TIERS:
+            return None
+        if not int(state["heads"][tier]) <= seq < int(state["tails"][tier]):
+            return None
+        old_key = queue_key(authority, tier, seq)
+        item = self.queue.get(old_key)
+        if item is None or item.get("url") != url:
+            return None
+        state = _copy(state)
+        del self.queue[old_key]
+        tail = int(state["tails"][new_tier])
+        self.queue[queue_key(authority, new_tier, tail)] = {**item, "tier": new_tier}
+        state["tails"][new_tier] = tail + 1
+        self._put(authority, state)
+        self._count(authority, 1)  # the hole, until the head passes it
+        return new_tier, tail
 
     def complete(
         self,

@@ -109,6 +109,8 @@ def with_state(value: bytes, state: Mapping[str, Any]) -> bytes:
     old = state_of(value)
     if old:
         kept = {k: old[k] for k in STICKY_FIELDS if k in old and k not in state}
+        if "in" in old and "in" in state and int(old["in"]) > int(state["in"]):
+            kept["in"] = old["in"]  # a count only grows
         if kept:
             state = {**state, **kept}
     return head + STATE_SEP + json.dumps(state, separators=(",", ":")).encode("utf-8")
@@ -169,6 +171,7 @@ class UrlRegistry:
         urls: Sequence[str],
         keys: Sequence[bytes],
         maybe_present: Sequence[bool] | None = None,
+        found: dict[str, tuple[bytes, bytes]] | None = None,
     ) -> list[bytes | None]:
         """Add URLs whose first-choice keys (:func:`key_of`) the caller computed; for
         each, the key it was stored under if it was new, else None.
@@ -178,19 +181,23 @@ class UrlRegistry:
         not" is such a promise): that URL is written without a read. Every other URL
         is looked up, all in one multi-get, and probed along its site's keys on a
         collision. All new records go in one WriteBatch.
+
+        `found`, if given, receives (key, stored value) of each URL that was already
+        registered, so a caller that updates those records (url-seen's in-link
+        counts) needs no second lookup.
         """
         if maybe_present is None:
             maybe_present = [True] * len(urls)
         lookup = [key for key, maybe in zip(keys, maybe_present, strict=True) if maybe]
         # rocksdict's multi-get: a list of keys gives a list of values (None if absent).
-        found = iter(
+        values = iter(
             cast("list[bytes | None]", self._db.get(cast("list[Any]", lookup))) if lookup else []
         )
         batch = WriteBatch(raw_mode=True)
         pending: dict[bytes, str] = {}
         result: list[bytes | None] = []
         for url, key, maybe in zip(urls, keys, maybe_present, strict=True):
-            stored = next(found) if maybe else None
+            stored = next(values) if maybe else None
             written: bytes | None = None
             for _ in range(MAX_PROBES):
                 in_batch = pending.get(key)
@@ -203,6 +210,8 @@ class UrlRegistry:
                     written = key
                     break
                 elif url_of(stored) == url:
+                    if found is not None:
+                        found[url] = (key, bytes(stored))
                     break
                 key = _next_probe(key)
                 stored = self._db.get(key)
@@ -271,6 +280,44 @@ class UrlRegistry:
         if written:
             self._db.write(batch)
         return written
+
+    def add_inlinks(
+        self,
+        counts: Mapping[str, int],
+        found: Mapping[str, tuple[bytes, bytes]] | None = None,
+    ) -> list[tuple[str, dict[str, Any] | None, dict[str, Any]]]:
+        """Add in-links to registered URLs' counts (``in``, 1 when first met); for each
+        URL written, (URL, state before, state after). One multi-get, one WriteBatch.
+
+        url-seen calls this for the links it drops as already seen, so a URL's count
+        grows across batches, not only within one url-filter batch; `found` are the
+        records :meth:`add_keyed` just read (they are not read again).
+        """
+        known = found or {}
+        missing = [url for url in counts if url not in known]
+        hits = dict(zip(missing, self._find(missing), strict=True)) if missing else {}
+        batch = WriteBatch(raw_mode=True)
+        result: list[tuple[str, dict[str, Any] | None, dict[str, Any]]] = []
+        for url in counts:
+            hit = known.get(url) or hits.get(url)
+            if hit is None or counts[url] <= 0:
+                continue
+            key, stored = hit
+            old = state_of(stored)
+            new = {**(old or {}), "in": int((old or {}).get("in", 1)) + int(counts[url])}
+            batch.put(key, with_state(stored, new))
+            result.append((url, old, new))
+        if result:
+            self._db.write(batch)
+        return result
+
+    def states(self, urls: Sequence[str]) -> dict[str, dict[str, Any] | None]:
+        """The crawl state of each registered URL (one multi-get); absent URLs are left out."""
+        return {
+            url: state_of(hit[1])
+            for url, hit in zip(urls, self._find(urls), strict=True)
+            if hit is not None
+        }
 
     def state(self, url: str) -> dict[str, Any] | None:
         """The crawl state of a registered URL (None if absent or not acted on yet)."""

@@ -21,9 +21,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from streams.core.frontier import Decision, Dispatch
+from streams.core.frontier import Decision, Dispatch, tier_for
 
-__all__ = ["StateUpdates"]
+__all__ = ["RETIER_VIA", "StateUpdates", "retier_candidate"]
+
+#: `via` of a url-seen → frontier candidate asking to move a queued URL up a tier.
+RETIER_VIA = "retier"
 
 #: Decision outcomes that park a URL with its host rather than refuse the URL itself.
 PARKED_OUTCOMES = frozenset({"host-parked"})
@@ -44,11 +47,28 @@ class StateUpdates:
         self.states.pop(url, None)  # re-insert: the dict keeps the order of the last change
         self.states[url] = state
 
-    def queued(self, url: str, tier: int, depth: int, at: float, inlinks: int = 1) -> None:
-        """The frontier put the URL in a tier of its host's queue."""
-        state: dict[str, Any] = {"s": "queued", "at": round(at, 3), "tier": tier, "depth": depth}
+    def queued(
+        self,
+        url: str,
+        slot: tuple[int, int],
+        depth: int,
+        at: float,
+        inlinks: int = 1,
+        priority: int = 0,
+    ) -> None:
+        """The frontier put the URL in slot (tier, sequence) of its host's queue: the
+        slot lets a later re-tier move the item without a scan."""
+        state: dict[str, Any] = {
+            "s": "queued",
+            "at": round(at, 3),
+            "tier": slot[0],
+            "q": slot[1],
+            "depth": depth,
+        }
         if inlinks > 1:
             state["in"] = inlinks
+        if priority:
+            state["prio"] = priority
         self._set(url, state)
 
     def dispatched(self, dispatch: Dispatch) -> None:
@@ -96,3 +116,29 @@ class StateUpdates:
                     "reason": decision.reason,
                 },
             )
+
+
+def retier_candidate(
+    url: str, old: dict[str, Any] | None, new: dict[str, Any]
+) -> dict[str, Any] | None:
+    """The frontier candidate that moves `url` up a tier, when url-seen's new in-link
+    count (`new`) lifts a URL that is still queued (`old`) above its tier; else None.
+
+    Thresholds are those of :func:`~streams.core.frontier.tier_for`: each doubling
+    of the count (2, 4, 8 ...) lifts a tier, so a URL is re-tiered at most a few
+    times however many links it gets.
+    """
+    if not old or old.get("s") != "queued" or "q" not in old or "tier" not in old:
+        return None
+    depth, priority = int(old.get("depth", 0)), int(old.get("prio", 0))
+    inlinks = int(new.get("in", 1))
+    if tier_for(priority, depth, inlinks) >= int(old["tier"]):
+        return None
+    return {
+        "url": url,
+        "depth": depth,
+        "priority": priority,
+        "via": RETIER_VIA,
+        "inlinks": inlinks,
+        "kind": "page",
+    }

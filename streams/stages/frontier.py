@@ -9,14 +9,14 @@ rather than timers that touch tables directly.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, MutableMapping
+from collections.abc import Iterable, Mapping, MutableMapping, Sequence
 from typing import Any, Protocol
 
 import topology
 from streams.core.freshness import Record, RevisitSchedule
 from streams.core.frontier import Decision, Dispatch, Frontier, HostState, tier_for
 from streams.core.sites import url_id_long
-from streams.core.urlstate import StateUpdates
+from streams.core.urlstate import RETIER_VIA, StateUpdates
 from streams.stages import recrawl
 from streams.stages.context import Outbox, crawl_log_record
 
@@ -27,6 +27,8 @@ class StateRegistry(Protocol):
     partition), a :class:`~streams.core.registry.UrlRegistry` in unit tests."""
 
     def set_states(self, states: Mapping[str, Mapping[str, Any]]) -> list[str]: ...
+
+    def states(self, urls: Sequence[str]) -> dict[str, dict[str, Any] | None]: ...
 
 
 log = logging.getLogger("seine.frontier")
@@ -65,6 +67,9 @@ def handle(
     decisions: list[Decision] = []
     states = StateUpdates()
     now = frontier.clock()
+    retier = [c for c in new_urls if c.get("via") == RETIER_VIA]
+    if retier:
+        new_urls = [c for c in new_urls if c.get("via") != RETIER_VIA]
     for candidate in new_urls:
         inlinks = candidate.get("inlinks", 1)
         refused = frontier.enqueue(
@@ -78,8 +83,16 @@ def handle(
             decisions.append(refused)
             states.decided(refused, now)
         else:
-            tier = tier_for(candidate["priority"], candidate["depth"], inlinks)
-            states.queued(candidate["url"], tier, candidate["depth"], now, inlinks)
+            states.queued(
+                candidate["url"],
+                frontier.last_slot,
+                candidate["depth"],
+                now,
+                inlinks,
+                candidate["priority"],
+            )
+    if retier and registry is not None:
+        _retier(frontier, registry, retier, states, now)
     for completion in event["completions"]:
         states.completed(completion)
         settled = frontier.complete(
@@ -129,6 +142,28 @@ def handle(
                 url_id=url_id_long(decision.url),
             )
         )
+
+
+def _retier(
+    frontier: Frontier,
+    registry: StateRegistry,
+    candidates: list[dict[str, Any]],
+    states: StateUpdates,
+    now: float,
+) -> None:
+    """Move URLs whose in-link count rose (url-seen's re-tier requests) up their host's
+    tiers, if they are still queued where the registry says they are."""
+    current = registry.states([c["url"] for c in candidates])
+    for candidate in candidates:
+        url, state = candidate["url"], current.get(candidate["url"])
+        if not state or state.get("s") != "queued" or "q" not in state:
+            continue  # dispatched or settled since url-seen asked
+        new_tier = tier_for(candidate["priority"], candidate["depth"], candidate["inlinks"])
+        slot = frontier.retier(url, int(state["tier"]), int(state["q"]), new_tier)
+        if slot is not None:
+            states.queued(
+                url, slot, candidate["depth"], now, candidate["inlinks"], candidate["priority"]
+            )
 
 
 def _request(dispatch: Dispatch) -> dict[str, Any]:

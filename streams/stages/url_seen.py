@@ -13,14 +13,16 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, MutableMapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from streams.core.bloom import BloomFilter
 from streams.core.registry import key_of
 from streams.core.urls import host_of, site_key
+from streams.core.urlstate import retier_candidate
 from streams.stages.context import Outbox, crawl_log_record
+from streams.stages.url_filter import REDIRECT_VIA_PREFIX, SEED_VIA
 
 log = logging.getLogger("seine.url-seen")
 
@@ -79,7 +81,16 @@ class SeenRegistry(Protocol):
         urls: Sequence[str],
         keys: Sequence[bytes],
         maybe_present: Sequence[bool] | None = None,
+        found: dict[str, tuple[bytes, bytes]] | None = None,
     ) -> list[bytes | None]: ...
+
+    def add_inlinks(
+        self,
+        counts: Mapping[str, int],
+        found: Mapping[str, tuple[bytes, bytes]] | None = None,
+    ) -> list[tuple[str, dict[str, Any] | None, dict[str, Any]]]: ...
+
+    def states(self, urls: Sequence[str]) -> dict[str, dict[str, Any] | None]: ...
 
 
 def handle(
@@ -90,6 +101,9 @@ def handle(
     filters: SeenFilters,
     seen_keys: Callable[[int], Iterable[bytes]],
     out: Outbox,
+    *,
+    sitemap_ttl: float = 0.0,
+    clock: Callable[[], float] = time.time,
 ) -> int:
     """Forward the new URLs of one batch to the frontier; returns how many were new.
 
@@ -98,6 +112,16 @@ def handle(
     is free, so a definitely-new URL is written with no read at all, and only the
     "maybe seen" ones cost a lookup (one multi-get for the batch). All new URLs go
     in one WriteBatch and one changelog record.
+
+    A link to a URL already seen adds to the URL's in-link count in the registry
+    (one more multi-get and WriteBatch for the batch); when the count lifts a URL
+    that is still queued into a higher tier, the frontier is asked to move it
+    (:func:`~streams.core.urlstate.retier_candidate`).
+
+    A sitemap met again (its host's robots.txt was fetched again once its rules
+    expired, `sitemap_ttl` = robots_ttl) is passed on again if its last fetch is at
+    least `sitemap_ttl` old, so a sitemap is re-read as often as robots.txt and the
+    entries added to it since are found (0: never re-read).
 
     A seed also marks its site in `scope` (read by url-filter for --same-host);
     both tables live in the partition of the host, so no lookup crosses workers.
@@ -117,8 +141,11 @@ def handle(
         candidates.append(candidate)
         urls.append(url)
     maybe = bloom.contains_many(keys)
-    written = seen.add_keyed(urls, keys, maybe)
+    found: dict[str, tuple[bytes, bytes]] = {}
+    written = seen.add_keyed(urls, keys, maybe, found)
     new_keys: list[bytes] = []
+    inlinks: dict[str, int] = {}
+    sitemaps_again: list[dict[str, Any]] = []
     for candidate, url, maybe_seen, key in zip(candidates, urls, maybe, written, strict=True):
         if candidate.get("via") == "seed":
             site = site_key(host_of(url))
@@ -127,6 +154,10 @@ def handle(
         if key is None:
             if maybe_seen:
                 filters.confirmed_seen += 1
+            if _is_link(candidate):
+                inlinks[url] = inlinks.get(url, 0) + int(candidate.get("inlinks") or 1)
+            elif sitemap_ttl > 0 and candidate.get("kind") == "sitemap":
+                sitemaps_again.append(candidate)
             continue  # seen before, or a repeat within this batch
         if maybe_seen:
             filters.false_positives += 1
@@ -134,4 +165,43 @@ def handle(
         out.add_frontier(partition, "new_urls", candidate)
     if new_keys:
         bloom.add_many(new_keys)
+    if sitemaps_again:
+        _reread_sitemaps(partition, sitemaps_again, seen, sitemap_ttl, clock(), out)
+    if inlinks:
+        for url, old, new in seen.add_inlinks(inlinks, found):
+            again = retier_candidate(url, old, new)
+            if again is not None:
+                out.add_frontier(partition, "new_urls", again)
     return len(new_keys)
+
+
+def _reread_sitemaps(
+    partition: int,
+    candidates: list[dict[str, Any]],
+    seen: SeenRegistry,
+    ttl: float,
+    now: float,
+    out: Outbox,
+) -> None:
+    """Pass on the sitemaps whose last fetch (their registry state) is `ttl` old."""
+    states = seen.states([c["url"] for c in candidates])
+    sent: set[str] = set()
+    for candidate in candidates:
+        url, state = candidate["url"], states.get(candidate["url"])
+        if url in sent or not state or state.get("s") not in ("fetched", "failed"):
+            continue  # queued or in flight already, or never acted on
+        if now - float(state.get("at", now)) >= ttl:
+            sent.add(url)
+            out.add_frontier(partition, "new_urls", candidate)
+
+
+def _is_link(candidate: dict[str, Any]) -> bool:
+    """A link from a page or a sitemap entry: what counts as an in-link (a seed or a
+    redirect target met again is not one more page pointing at the URL)."""
+    via = candidate.get("via") or ""
+    return (
+        bool(via)
+        and via != SEED_VIA
+        and not via.startswith(REDIRECT_VIA_PREFIX)
+        and candidate.get("kind", "page") == "page"
+    )

@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 from streams.broker import EmbeddedBroker
 from streams.demo.server import read_request_log, start_server_process
 from streams.demo.webgen import WebSpec
+from streams.resume import url_states
 from tests.integration.conftest import read_crawl_log, run_crawl
 
 SPEC = WebSpec(hosts=4, pages_per_host=40, seed=5, cross_host_fraction=0.1)
@@ -63,3 +64,17 @@ def test_host_budgets_bound_each_host_and_are_logged(
     fetched = {r["url"] for r in records if r["stage"] == "fetch"}
     over = {r["url"] for r in records if r["outcome"] in ("host-budget", "host-queue-full")}
     assert not fetched & over
+    # the URL registry (2 partitions) says the same: each refused URL with the frontier's
+    # reason, each fetched page with its status
+    states = url_states(run.data_dir)
+    for record in records:
+        state = states.get(record["url"])
+        if record["outcome"] in ("host-budget", "host-queue-full"):
+            assert state is not None and (state["s"], state["outcome"], state["reason"]) == (
+                "refused",
+                record["outcome"],
+                record["reason"],
+            ), (record, state)
+        elif record["stage"] == "fetch" and not record["url"].endswith("/robots.txt"):
+            assert state is not None and state["s"] == "fetched", (record, state)
+            assert state["status"] == record["status"]

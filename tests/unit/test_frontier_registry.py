@@ -15,6 +15,7 @@ import pytest
 from streams.core.frontier import PARK_AFTER_ERRORS, Frontier, Politeness
 from streams.core.registry import UrlRegistry, state_of, with_state
 from streams.stages import frontier as frontier_stage
+from streams.stages import url_seen
 
 T0 = 1_000_000.0
 
@@ -50,6 +51,9 @@ class CountingRegistry:
         self.calls.append(len(states))
         return self.registry.set_states(states)
 
+    def states(self, urls: Any) -> dict[str, Any]:
+        return self.registry.states(urls)
+
 
 class Crawl:
     def __init__(self, path: Path, policy: Politeness | None = None) -> None:
@@ -59,14 +63,20 @@ class Crawl:
         self.counting = CountingRegistry(self.registry)
         self.out = FakeOutbox()
 
-    def handle(self, new_urls: list[str] = (), completions: list[dict] = ()) -> list[dict]:  # type: ignore[assignment]
+    def handle(
+        self,
+        new_urls: list[str] = (),  # type: ignore[assignment]
+        completions: list[dict] = (),  # type: ignore[assignment]
+        candidates: list[dict] = (),  # type: ignore[assignment]
+    ) -> list[dict]:
         """One frontier message; returns the fetch requests it made due."""
         sent = len(self.out.fetches)
         event = {
             "new_urls": [
                 {"url": u, "depth": 1, "priority": 0, "via": None, "inlinks": 1, "kind": "page"}
                 for u in new_urls
-            ],
+            ]
+            + list(candidates),
             "completions": list(completions),
             "tick": False,
         }
@@ -103,8 +113,8 @@ def test_every_registered_url_ends_with_what_happened_to_it(tmp_path: Path) -> N
     crawl.register(*pages)
     (robots,) = crawl.handle(pages)
     assert robots["kind"] == "robots"
-    for url in pages:
-        assert crawl.state(url) == {"s": "queued", "at": T0, "tier": 1, "depth": 1}
+    for seq, url in enumerate(pages):
+        assert crawl.state(url) == {"s": "queued", "at": T0, "tier": 1, "q": seq, "depth": 1}
     (first,) = crawl.handle(completions=[done(robots, body=b"User-agent: *\nDisallow: /private")])
     assert crawl.state(first["url"])["s"] == "fetching"
     (second,) = crawl.handle(completions=[done(first)])
@@ -198,3 +208,122 @@ def test_a_value_without_a_state_gets_one(value: bytes) -> None:
     assert state_of(value) is None
     assert state_of(with_state(value, {"s": "queued"})) == {"s": "queued"}
     assert with_state(with_state(value, {"s": "x"}), {"s": "y"}).count(b"\x00{") == 1
+
+
+class SeenOutbox:
+    """url-seen's outbox: what it sends on to the frontier."""
+
+    def __init__(self) -> None:
+        self.sent: list[dict[str, Any]] = []
+
+    def add_frontier(self, partition: int, kind: str, item: dict[str, Any]) -> None:
+        self.sent.append(item)
+
+    def log(self, record: dict[str, Any]) -> None:
+        raise AssertionError(record)
+
+
+def test_in_links_count_across_batches_and_lift_a_queued_url_a_tier(tmp_path: Path) -> None:
+    """url-seen counts links to URLs it has seen into the registry; when the count lifts
+    a still-queued URL over a tier threshold, the frontier moves it up and it goes first."""
+    crawl = Crawl(tmp_path / "reg")
+    filters = url_seen.SeenFilters(capacity=1000, error_rate=0.001)
+    deep = "http://a.test/deep"
+    others = [f"http://a.test/other/{i}" for i in range(3)]
+
+    def links(*urls: str, source: str = "http://a.test/") -> list[dict[str, Any]]:
+        """url-seen's step for one url-filter batch; returns what it sent the frontier."""
+        out = SeenOutbox()
+        batch = {"urls": [{"url": u, "depth": 5, "priority": 0, "via": source} for u in urls]}
+        url_seen.handle(0, batch, crawl.registry, {}, filters, lambda p: [], out)  # type: ignore[arg-type]
+        return out.sent
+
+    first = links(*others, deep)
+    assert [c["url"] for c in first] == [*others, deep]
+    (robots,) = crawl.handle(candidates=first)
+    assert crawl.state(deep)["tier"] == 3  # depth 5, one link: the lowest tier
+    before = crawl.frontier.queued
+    for source, count, tier in [("b", 2, 2), ("c", 3, None), ("d", 4, 1)]:
+        lifted = links(deep, source=f"http://{source}.test/")
+        assert crawl.registry.state(deep)["in"] == count  # type: ignore[index]
+        if tier is None:  # 3 links lift no more than 2: nothing to ask
+            assert lifted == []
+            continue
+        # each doubling of the count crosses a tier threshold: the frontier is asked
+        assert [(c["url"], c["via"], c["inlinks"]) for c in lifted] == [(deep, "retier", count)]
+        assert crawl.handle(candidates=lifted) == []  # robots.txt still in flight
+        assert crawl.state(deep)["tier"] == tier and crawl.state(deep)["in"] == count
+    assert crawl.frontier.queued == before + 2  # the holes it left are skipped later
+    # a seed or redirect met again is not an in-link; links to unregistered URLs are new
+    assert links(deep, source="seed") == [] and crawl.registry.state(deep)["in"] == 4  # type: ignore[index]
+    order = [crawl.handle(completions=[done(robots, 404)])[0]["url"]]
+    while len(order) < 4:
+        (request,) = crawl.handle(
+            completions=[done({"url": order[-1], "host": "a.test", "kind": "page"})]
+        )
+        order.append(request["url"])
+    assert order[0] == deep  # lifted over the URLs queued before it
+    assert sorted(order) == sorted([deep, *others])  # each once: the hole was skipped
+    crawl.handle(completions=[done({"url": order[-1], "host": "a.test", "kind": "page"})])
+    assert crawl.frontier.queued == 0 and crawl.frontier.in_flight == 0
+    # a fetched URL is not moved again, but its count keeps growing
+    assert links(deep, source="http://e.test/") == []
+    assert crawl.state(deep)["s"] == "fetched" and crawl.state(deep)["in"] == 5
+
+
+def test_due_serves_every_due_host_whatever_its_tiers() -> None:
+    """Tiers order URLs within a host (8:4:2:1, tested in test_frontier.py); across hosts
+    there is no selector to starve anyone: every due host gets its next fetch at once,
+    so a host holding only lowest-tier URLs is asked as soon as one holding tier 0."""
+    frontier = Frontier({}, {}, Politeness(), lambda _: 0, Clock())
+    for i in range(20):
+        frontier.enqueue(f"http://low{i}.test/x", depth=9)  # tier 3
+        frontier.enqueue(f"http://high{i}.test/x", depth=0, priority=1, inlinks=4)  # tier 0
+    robots, _ = frontier.due(0)
+    assert len(robots) == 40
+    for d in robots:
+        frontier.complete(d.host, "robots", 404, "fetched", 1.0, T0)
+    pages, _ = frontier.due(0)
+    assert sorted(d.host for d in pages) == sorted(
+        [f"low{i}.test" for i in range(20)] + [f"high{i}.test" for i in range(20)]
+    )
+
+
+def test_a_sitemap_met_again_after_robots_ttl_is_read_again(tmp_path: Path) -> None:
+    """robots.txt is fetched again once its rules expire, and names its sitemaps again:
+    url-seen passes a sitemap on again once its last fetch is robots_ttl old."""
+    crawl = Crawl(tmp_path / "reg", Politeness(robots_ttl=100.0))
+    filters = url_seen.SeenFilters(capacity=1000, error_rate=0.001)
+    sitemap = "http://a.test/sitemap.xml"
+
+    def named_by_robots(at: float) -> list[dict[str, Any]]:
+        out = SeenOutbox()
+        robots_says = {"url": sitemap, "depth": 1, "priority": 0, "via": "http://a.test/robots.txt"}
+        url_seen.handle(
+            0,
+            {"urls": [{**robots_says, "kind": "sitemap"}]},
+            crawl.registry,  # type: ignore[arg-type]
+            {},
+            filters,
+            lambda p: [],
+            out,  # type: ignore[arg-type]
+            sitemap_ttl=100.0,
+            clock=lambda: at,
+        )
+        return out.sent
+
+    (first,) = named_by_robots(T0)
+    (robots,) = crawl.handle(candidates=[first])
+    (fetch,) = crawl.handle(completions=[done(robots, 404)])
+    assert fetch["kind"] == "sitemap"
+    assert named_by_robots(T0 + 50) == []  # queued or in flight: not again
+    crawl.handle(completions=[done(fetch, outcome="sitemap")])
+    assert crawl.state(sitemap)["s"] == "fetched"
+    assert named_by_robots(T0 + 99) == []  # fetched under robots_ttl ago
+    (again,) = named_by_robots(T0 + 100)
+    assert (again["url"], again["kind"]) == (sitemap, "sitemap")
+    crawl.clock.now = T0 + 100
+    (robots2,) = crawl.handle(candidates=[again])  # the rules expired too: robots.txt first
+    assert robots2["kind"] == "robots"
+    (fetch2,) = crawl.handle(completions=[{**done(robots2, 404), "finished_at": T0 + 100}])
+    assert (fetch2["url"], fetch2["kind"]) == (sitemap, "sitemap")
