@@ -34,6 +34,9 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+#: The page every benchmark link comes from.
+SOURCE = "http://source.test/"
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -146,7 +149,9 @@ def run(
         faust_streams._current_event.set(weakref.ref(events[partition]))  # type: ignore[arg-type]
         step(
             partition,
-            {"urls": [{"url": u, "depth": 1, "priority": 0, "via": None} for u in urls]},
+            # links from a page, as link-extract sends them: a repeat adds to the
+            # URL's in-link count in the registry (the plain peer ignores `via`)
+            {"urls": [{"url": u, "depth": 1, "priority": 0, "via": SOURCE} for u in urls]},
             sink,
         )
         producer.poll()

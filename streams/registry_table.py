@@ -55,7 +55,7 @@ from faust.stores import rocksdb as faust_rocksdb
 from faust.streams import current_event
 from faust.types import TP, EventT
 
-from streams.core.registry import UrlRegistry, key_of, url_of
+from streams.core.registry import InlinkChange, UrlRegistry, key_of, url_of
 from streams.core.sites import url_id
 from streams.tables import ProducedTable
 
@@ -92,14 +92,19 @@ def changelog_records(urls: Sequence[str]) -> Iterator[tuple[bytes, bytes]]:
         yield chunk[0], b"\n".join(chunk)
 
 
-def state_records(states: Mapping[str, Mapping[str, Any]]) -> Iterator[tuple[bytes, bytes]]:
+def state_records(
+    states: Mapping[str, Mapping[str, Any] | bytes],
+) -> Iterator[tuple[bytes, bytes]]:
     """``(key, value)`` changelog records for crawl states: a random key (see the
     module docstring), value ``\\x00`` + ``URL \\x00 JSON`` lines, each value at most
     :data:`CHANGELOG_RECORD_MAX_BYTES` (one longer line gets a record alone)."""
     chunk: list[bytes] = []
     size = 1
     for url, state in states.items():
-        line = url.encode("utf-8") + b"\x00" + json.dumps(state, separators=(",", ":")).encode()
+        raw = (
+            state if isinstance(state, bytes) else json.dumps(state, separators=(",", ":")).encode()
+        )
+        line = url.encode("utf-8") + b"\x00" + raw
         if chunk and size + 1 + len(line) > CHANGELOG_RECORD_MAX_BYTES:
             yield b"\x00" + os.urandom(16), b"\x00" + b"\n".join(chunk)
             chunk, size = [], 1
@@ -163,7 +168,7 @@ class RegistryStore(faust_rocksdb.Store):
         partition: int,
         counts: Mapping[str, int],
         found: Mapping[str, tuple[bytes, bytes]] | None = None,
-    ) -> list[tuple[str, dict[str, Any] | None, dict[str, Any]]]:
+    ) -> list[InlinkChange]:
         """:meth:`UrlRegistry.add_inlinks` on the partition's database (one WriteBatch)."""
         return self.registry(partition).add_inlinks(counts, found)
 
@@ -363,7 +368,7 @@ class RegistryTable(ProducedTable):
         self,
         counts: Mapping[str, int],
         found: Mapping[str, tuple[bytes, bytes]] | None = None,
-    ) -> list[tuple[str, dict[str, Any] | None, dict[str, Any]]]:
+    ) -> list[InlinkChange]:
         """Grow registered URLs' in-link counts in the current event's partition (url-seen,
         for links to URLs it has seen): one WriteBatch, and the new states in one
         changelog record (per 256 KB), as :meth:`set_states` writes them."""
@@ -371,7 +376,7 @@ class RegistryTable(ProducedTable):
             return []
         partition = self._partition()
         changed = self.store.add_inlinks(partition, counts, found)
-        for key, value in state_records({url: new for url, _old, new in changed}):
+        for key, value in state_records({url: raw for url, _old, _new, raw in changed}):
             self.send_changelog(partition, key, value, "raw", "raw")
         return changed
 

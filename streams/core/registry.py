@@ -39,13 +39,25 @@ from rocksdict import Options, Rdict, ReadOptions, WriteBatch
 from streams.core.sites import registry_key, site_id, url_id
 from streams.core.urls import host_of, site_key
 
-__all__ = ["STICKY_FIELDS", "UrlRegistry", "key_of", "state_of", "url_of", "with_state"]
+__all__ = [
+    "STICKY_FIELDS",
+    "InlinkChange",
+    "UrlRegistry",
+    "key_of",
+    "state_of",
+    "url_of",
+    "with_state",
+]
 
 #: Separates the URL from its crawl state in a registry value.
 STATE_SEP = b"\x00"
 #: State fields that outlive a state change (a URL's in-link count is not reset when
 #: it is fetched); every other field describes the latest state only.
 STICKY_FIELDS = ("in",)
+
+#: What :meth:`UrlRegistry.add_inlinks` reports per URL: (URL, state before, state
+#: after, the state after as stored).
+InlinkChange = tuple[str, "dict[str, Any] | None", "dict[str, Any]", bytes]
 
 #: Keys of one site tried after a collision before giving up (never reached in
 #: practice: a second probe needs two 64-bit collisions within one site).
@@ -285,28 +297,38 @@ class UrlRegistry:
         self,
         counts: Mapping[str, int],
         found: Mapping[str, tuple[bytes, bytes]] | None = None,
-    ) -> list[tuple[str, dict[str, Any] | None, dict[str, Any]]]:
+    ) -> list[InlinkChange]:
         """Add in-links to registered URLs' counts (``in``, 1 when first met); for each
-        URL written, (URL, state before, state after). One multi-get, one WriteBatch.
+        URL written, (URL, state before, state after, the state as stored: JSON).
+        One multi-get, one WriteBatch.
 
         url-seen calls this for the links it drops as already seen, so a URL's count
         grows across batches, not only within one url-filter batch; `found` are the
-        records :meth:`add_keyed` just read (they are not read again).
+        records :meth:`add_keyed` just read (they are not read again). Each state is
+        parsed once and encoded once (a link costs ~2x a new URL otherwise).
         """
         known = found or {}
         missing = [url for url in counts if url not in known]
         hits = dict(zip(missing, self._find(missing), strict=True)) if missing else {}
         batch = WriteBatch(raw_mode=True)
-        result: list[tuple[str, dict[str, Any] | None, dict[str, Any]]] = []
+        result: list[InlinkChange] = []
         for url in counts:
             hit = known.get(url) or hits.get(url)
             if hit is None or counts[url] <= 0:
                 continue
             key, stored = hit
-            old = state_of(stored)
+            head, _, raw = stored[8:].partition(STATE_SEP)
+            old: dict[str, Any] | None = None
+            if raw:
+                try:
+                    parsed = json.loads(raw)
+                except ValueError:
+                    parsed = None
+                old = parsed if isinstance(parsed, dict) else None
             new = {**(old or {}), "in": int((old or {}).get("in", 1)) + int(counts[url])}
-            batch.put(key, with_state(stored, new))
-            result.append((url, old, new))
+            encoded = json.dumps(new, separators=(",", ":")).encode("utf-8")
+            batch.put(key, stored[:8] + head + STATE_SEP + encoded)
+            result.append((url, old, new, encoded))
         if result:
             self._db.write(batch)
         return result

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from streams.core.bloom import BloomFilter
-from streams.core.registry import key_of
+from streams.core.registry import InlinkChange, key_of
 from streams.core.urls import host_of, site_key
 from streams.core.urlstate import retier_candidate
 from streams.stages.context import Outbox, crawl_log_record
@@ -88,7 +88,7 @@ class SeenRegistry(Protocol):
         self,
         counts: Mapping[str, int],
         found: Mapping[str, tuple[bytes, bytes]] | None = None,
-    ) -> list[tuple[str, dict[str, Any] | None, dict[str, Any]]]: ...
+    ) -> list[InlinkChange]: ...
 
     def states(self, urls: Sequence[str]) -> dict[str, dict[str, Any] | None]: ...
 
@@ -168,7 +168,7 @@ def handle(
     if sitemaps_again:
         _reread_sitemaps(partition, sitemaps_again, seen, sitemap_ttl, clock(), out)
     if inlinks:
-        for url, old, new in seen.add_inlinks(inlinks, found):
+        for url, old, new, _raw in seen.add_inlinks(inlinks, found):
             again = retier_candidate(url, old, new)
             if again is not None:
                 out.add_frontier(partition, "new_urls", again)
