@@ -35,7 +35,12 @@ from streams.core.pagestore import PageStore
 from streams.core.poison import oversized, screen
 from streams.core.seeds import InvalidSeed
 from streams.core.sitemaps import SitemapConfig
-from streams.kafka_tuning import set_fetch_max_wait, stop_verifying_highwaters, verify_highwaters
+from streams.kafka_tuning import (
+    guard_commits,
+    set_fetch_max_wait,
+    stop_verifying_highwaters,
+    verify_highwaters,
+)
 from streams.multiworker import write_status
 from streams.producer import hook_into_commits
 from streams.quiet_monitor import QuietMonitor
@@ -154,6 +159,7 @@ def set_current_event(event: Any) -> None:
 def faust_app(settings: Settings) -> faust.App:
     data = Path(settings.data_dir)
     set_fetch_max_wait(settings.fetch_max_wait_ms)
+    guard_commits()
     if settings.verify_highwaters:
         verify_highwaters(settings.bootstrap)
     else:
