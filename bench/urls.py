@@ -5,7 +5,8 @@ Run: ``.venv/bin/python bench/urls.py`` (about 10 s).
 Why: link resolution runs ~23 times per fetched page, so it sits on the crawl's
 hot path. This measures, on one core and in the same process, how many links per
 second each approach turns into canonical URLs, on a synthetic but realistic
-link set (relative paths, absolute links with odd spellings, non-http schemes,
+link set (the bundled demo web's own links, as its pages write them, plus a synthetic
+mix: relative paths, absolute links with odd spellings, non-http schemes,
 percent-escapes, IDN, hostile whitespace/backslash tricks), and how each scores
 on the standard conformance cases in ``../shared/conformance``.
 """
@@ -109,7 +110,7 @@ def _href(rng: random.Random, i: int) -> str:
     )
 
 
-def build_link_set(
+def synthetic_link_set(
     pages: int = 150, per_page: int = 23, seed: int = 7
 ) -> list[tuple[str, list[str]]]:
     """(page URL, its hrefs) pairs: per_page ~ the pipeline's links per page."""
@@ -118,6 +119,26 @@ def build_link_set(
         (_page_url(rng, p), [_href(rng, p * per_page + i) for i in range(per_page)])
         for p in range(pages)
     ]
+
+
+def demo_link_set(hosts: int = 10, pages_per_host: int = 15) -> list[tuple[str, list[str]]]:
+    """(page URL, its hrefs) from the bundled demo web: the hrefs exactly as its pages
+    write them (relative, root-relative, absolute, ``<base>``-relative, www. aliases,
+    mailto:/javascript:), i.e. what the crawl's own link-extract meets."""
+    from streams.demo.webgen import DemoWeb, WebSpec
+
+    web = DemoWeb(WebSpec(hosts=hosts, pages_per_host=pages_per_host, seed=3, port=8080))
+    out: list[tuple[str, list[str]]] = []
+    for host, target in web.served_targets():
+        links = web.links_of(host, target)
+        if links:
+            out.append((f"http://{host}:{web.spec.port}{target}", [link.href for link in links]))
+    return out
+
+
+def build_link_set() -> list[tuple[str, list[str]]]:
+    """The demo web's links, then the synthetic mix of odd and hostile spellings."""
+    return demo_link_set() + synthetic_link_set()
 
 
 # ---------------------------------------------------------------------------
@@ -243,7 +264,10 @@ def main() -> None:
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one core, as asked
     pages = build_link_set()
     n_links = sum(len(h) for _, h in pages)
-    print(f"link set: {len(pages)} pages x ~23 links = {n_links} hrefs, pinned to one core\n")
+    print(
+        f"link set: {len(pages)} pages (the demo web's, then synthetic) = {n_links} hrefs,"
+        " pinned to one core\n"
+    )
 
     rows = [
         ("urljoin + w3lib.canonicalize_url", ref_pipeline, 4.0),
