@@ -156,6 +156,12 @@ def set_current_event(event: Any) -> None:
     faust_streams._current_event.set(weakref.ref(event))
 
 
+def current_offset() -> int | None:
+    """The offset of the message being handled (url-seen stamps registrations with it)."""
+    event = faust_streams.current_event()
+    return None if event is None else int(event.message.offset)
+
+
 def faust_app(settings: Settings) -> faust.App:
     data = Path(settings.data_dir)
     set_fetch_max_wait(settings.fetch_max_wait_ms)
@@ -400,6 +406,8 @@ def create_app(settings: Settings) -> SeineApp:
             seen_table.store.partition_keys,
             out,
             sitemap_ttl=settings.robots_ttl if settings.sitemaps else 0.0,
+            offset=current_offset(),
+            resend_grace=settings.resend_grace,
         ),
     )
 

@@ -9,7 +9,11 @@ aiokafka.
 Delivery: Faust flushes its own producer before committing consumer offsets;
 `hook_into_commits` makes that flush also wait for this producer, so a message a
 handler produced is on the broker before the offset of the message that caused
-it is committed (at-least-once, as with Faust's own sends).
+it is committed (at-least-once, as with Faust's own sends). "On the broker" means
+acknowledged: librdkafka's flush also returns when a message has *failed* (it gave
+up after its own retries), so `flush` raises if any delivery failed since the last
+flush, and the commit that would have passed over the lost message does not happen
+(the worker stops; whoever reads the partition next handles it again).
 """
 
 from __future__ import annotations
@@ -22,6 +26,10 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 log = logging.getLogger("seine.producer")
+
+
+class DeliveryFailed(RuntimeError):
+    """A produced message was not acknowledged: offsets past its cause must not commit."""
 
 
 class StageProducer:
@@ -45,10 +53,13 @@ class StageProducer:
         self._producer = Producer(settings)
         self.delivery_errors = 0
         self.last_error: str | None = None
+        #: Failed deliveries not yet reported by `flush` (they stop the next commit).
+        self._unreported_failures = 0
 
     def _on_delivery(self, error: KafkaError | None, message: Message) -> None:
         if error is not None:
             self.delivery_errors += 1
+            self._unreported_failures += 1
             self.last_error = f"{message.topic()}[{message.partition()}]: {error}"
             log.error("delivery failed: %s", self.last_error)
 
@@ -98,13 +109,27 @@ class StageProducer:
         return len(self._producer) if self._producer is not None else 0
 
     async def flush(self, timeout: float = 30.0) -> None:
-        """Wait until every produced message is acknowledged, off the event loop."""
-        if self._producer is None or len(self._producer) == 0:
-            return
-        loop = asyncio.get_running_loop()
-        remaining = await loop.run_in_executor(None, self._producer.flush, timeout)
-        if remaining:
-            raise RuntimeError(f"{remaining} messages not delivered within {timeout}s")
+        """Wait until every produced message is acknowledged, off the event loop.
+
+        Raises :class:`DeliveryFailed` if a message is still unacknowledged after
+        `timeout`, or if any delivery failed since the last flush: the caller (the
+        offset commit) must not go on as if they had been delivered.
+        """
+        if self._producer is not None and len(self._producer) != 0:
+            loop = asyncio.get_running_loop()
+            remaining = await loop.run_in_executor(None, self._producer.flush, timeout)
+            if remaining:
+                raise DeliveryFailed(f"{remaining} messages not delivered within {timeout}s")
+        self.check_delivered()
+
+    def check_delivered(self) -> None:
+        """Raise :class:`DeliveryFailed` if a delivery failed since the last check."""
+        failed, self._unreported_failures = self._unreported_failures, 0
+        if failed:
+            raise DeliveryFailed(
+                f"{failed} messages failed delivery (last: {self.last_error}): "
+                "not committing the offsets that produced them"
+            )
 
     def close(self, timeout: float = 10.0) -> None:
         """Deliver what is queued, then let librdkafka go: a producer left alive keeps

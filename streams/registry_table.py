@@ -19,7 +19,9 @@ changes what is stored and what goes to the changelog:
   URLs the Bloom filter could not rule out.
 * **One changelog record per handled message**, not per URL: key = the first new
   URL of the message, value = the new URLs joined by ``\\n`` (a canonical URL has
-  no newline: WHATWG strips them), split so a record stays under
+  no newline: WHATWG strips them) and a last line ``\\x00`` + url-seen's
+  registration stamp (:func:`~streams.core.urlstate.registration_stamp`), split so
+  a record stays under
   :data:`CHANGELOG_RECORD_MAX_BYTES`. The key is unique — a URL is new once — so
   compaction never drops a record.
 * **Crawl states** (the frontier's writes, :meth:`RegistryTable.set_states`): one
@@ -73,23 +75,36 @@ log = logging.getLogger("seine.url-seen")
 CHANGELOG_RECORD_MAX_BYTES = 256 * 1024
 
 _OFFSET_KEY = faust_rocksdb.Store.offset_key
+#: Starts the last line of a registration record when it carries url-seen's stamp.
+STAMP_MARK = b"\x00"
 
 
-def changelog_records(urls: Sequence[str]) -> Iterator[tuple[bytes, bytes]]:
+def changelog_records(urls: Sequence[str], stamp: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
     """``(key, value)`` changelog records for newly registered URLs: the first URL of
-    each record as its key, the URLs joined by ``\\n`` as its value, each value at
-    most :data:`CHANGELOG_RECORD_MAX_BYTES` (a single longer URL gets a record alone)."""
+    each record as its key, the URLs joined by ``\\n`` as its value, then, if there is
+    a registration `stamp`, a last line ``\\x00`` + stamp (a URL never starts with a
+    NUL), each value at most :data:`CHANGELOG_RECORD_MAX_BYTES` (a single longer URL
+    gets a record alone)."""
+    tail = b"\n" + STAMP_MARK + stamp if stamp else b""
     chunk: list[bytes] = []
-    size = 0
+    size = len(tail)
     for url in urls:
         raw = url.encode("utf-8")
         if chunk and size + 1 + len(raw) > CHANGELOG_RECORD_MAX_BYTES:
-            yield chunk[0], b"\n".join(chunk)
-            chunk, size = [], 0
+            yield chunk[0], b"\n".join(chunk) + tail
+            chunk, size = [], len(tail)
         size += len(raw) + (1 if chunk else 0)
         chunk.append(raw)
     if chunk:
-        yield chunk[0], b"\n".join(chunk)
+        yield chunk[0], b"\n".join(chunk) + tail
+
+
+def registration_lines(value: bytes) -> tuple[list[str], bytes]:
+    """The URLs and the registration stamp (b"" if none) of a registration record."""
+    body, sep, stamp = value.rpartition(b"\n" + STAMP_MARK)
+    if not sep:
+        body, stamp = value, b""
+    return body.decode("utf-8").split("\n"), stamp
 
 
 def state_records(
@@ -153,9 +168,10 @@ class RegistryStore(faust_rocksdb.Store):
         keys: Sequence[bytes],
         maybe_present: Sequence[bool] | None = None,
         found: dict[str, tuple[bytes, bytes]] | None = None,
+        stamp: bytes = b"",
     ) -> list[bytes | None]:
         """:meth:`UrlRegistry.add_keyed` on the partition's database (one WriteBatch)."""
-        return self.registry(partition).add_keyed(urls, keys, maybe_present, found)
+        return self.registry(partition).add_keyed(urls, keys, maybe_present, found, stamp)
 
     def set_states(
         self, partition: int, states: Mapping[str, Mapping[str, Any]], *, register: bool = False
@@ -199,7 +215,8 @@ class RegistryStore(faust_rocksdb.Store):
         states in changelog order, one WriteBatch per partition for each run of
         registrations (and one per state record), then remember the offsets as
         Faust does."""
-        urls: defaultdict[int, list[str]] = defaultdict(list)
+        # per partition, runs of (stamp, URLs) in changelog order
+        urls: defaultdict[int, list[tuple[bytes, list[str]]]] = defaultdict(list)
         offsets: dict[TP, int] = {}
         for event in batch:
             message = event.message
@@ -213,25 +230,30 @@ class RegistryStore(faust_rocksdb.Store):
                 good = {url: state for url, state in states.items() if _has_host(url)}
                 self.set_states(message.partition, good, register=True)
                 continue
-            urls[message.partition] += value.decode("utf-8").split("\n")
+            lines, stamp = registration_lines(value)
+            runs = urls[message.partition]
+            if runs and runs[-1][0] == stamp:
+                runs[-1][1].extend(lines)
+            else:
+                runs.append((stamp, lines))
         for partition, items in urls.items():
             self._register(partition, items)
         for tp, offset in offsets.items():
             self.set_persisted_offset(tp, offset)
 
-    def _register(self, partition: int, items: Sequence[str]) -> None:
-        if not items:
-            return
-        keys: list[bytes] = []
-        good: list[str] = []
-        for url in items:
-            try:
-                keys.append(key_of(url))
-            except ValueError:
-                log.warning("seen changelog: skipped a record entry %r (no host)", url[:200])
-                continue
-            good.append(url)
-        self.registry(partition).add_keyed(good, keys)
+    def _register(self, partition: int, runs: Sequence[tuple[bytes, Sequence[str]]]) -> None:
+        for stamp, items in runs:
+            keys: list[bytes] = []
+            good: list[str] = []
+            for url in items:
+                try:
+                    keys.append(key_of(url))
+                except ValueError:
+                    log.warning("seen changelog: skipped a record entry %r (no host)", url[:200])
+                    continue
+                good.append(url)
+            if good:
+                self.registry(partition).add_keyed(good, keys, stamp=stamp)
 
     async def on_rebalance(
         self,
@@ -331,9 +353,13 @@ class RegistryTable(ProducedTable):
         keys: Sequence[bytes],
         maybe_present: Sequence[bool] | None = None,
         found: dict[str, tuple[bytes, bytes]] | None = None,
+        stamp: bytes = b"",
     ) -> list[bytes | None]:
         """Register URLs in the current event's partition; for each, the key it was
-        stored under if new, else None (see :meth:`UrlRegistry.add_keyed`).
+        stored under if new, else None (see :meth:`UrlRegistry.add_keyed`). The
+        `stamp` (url-seen's registration stamp) goes in the changelog record too, so
+        a registration recovered by another worker says when and by which message
+        it was made.
 
         One WriteBatch, then one changelog record (per 256 KB) for all new URLs, to
         the changelog partition of the event being handled, as Faust would.
@@ -342,9 +368,9 @@ class RegistryTable(ProducedTable):
         if event is None:
             raise RuntimeError("the seen registry is written only while handling an event")
         partition = event.message.partition
-        written = self.store.add_keyed(partition, urls, keys, maybe_present, found)
+        written = self.store.add_keyed(partition, urls, keys, maybe_present, found, stamp)
         new = [url for url, key in zip(urls, written, strict=True) if key is not None]
-        for key, value in changelog_records(new):
+        for key, value in changelog_records(new, stamp):
             self.send_changelog(partition, key, value, "raw", "raw")
         return written
 

@@ -120,6 +120,8 @@ def url_states(data_dir: str | Path) -> dict[str, dict[str, Any] | None]:
             if len(key) != 16 or len(value) <= 8:
                 continue
             url, state = url_of(value), state_of(value)
+            if state is not None and "s" not in state:
+                state = None  # url-seen's stamp or in-link count only: not acted on
             old = result.get(url)
             if url not in result or (
                 state is not None

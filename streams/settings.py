@@ -95,6 +95,10 @@ class Settings:
     #: url-seen Bloom filter per partition: expected URLs, and target false-positive rate.
     bloom_capacity: int = 1_000_000
     bloom_error_rate: float = 0.01
+    #: Seconds a URL url-seen registered may go without a frontier state before a link
+    #: to it sends it to the frontier again (its first message was lost with a killed
+    #: worker); a redelivered url-seen message re-sends at once. 0: only at once.
+    resend_grace: float = 30.0
     #: Standby copies of each table partition kept warm on other workers (Faust's
     #: table_standby_replicas). A standby consumes its changelog continuously.
     standby_replicas: int = 1

@@ -82,8 +82,9 @@ def _next_probe(key: bytes) -> bytes:
     return key[:8] + suffix.to_bytes(8, "big")
 
 
-def _value(url: str) -> bytes:
-    return url_id(url).to_bytes(8, "big") + url.encode("utf-8")
+def _value(url: str, stamp: bytes = b"") -> bytes:
+    head = url_id(url).to_bytes(8, "big") + url.encode("utf-8")
+    return head + STATE_SEP + stamp if stamp else head
 
 
 def url_of(value: bytes) -> str:
@@ -102,6 +103,12 @@ def state_of(value: bytes) -> dict[str, Any] | None:
     ``refused`` (``outcome``: robots-disallowed, host-budget, host-queue-full,
     robots-unavailable; ``reason``) or ``parked`` (the host was parked); ``at`` is
     when (Unix seconds) and ``in`` the in-link count seen so far.
+
+    Before the frontier has acted (no ``s``), the state may hold url-seen's
+    registration stamp instead: ``r``, when url-seen registered (or last re-sent)
+    the URL, and ``o``, the offset of the url-seen message that did
+    (:func:`~streams.core.urlstate.resend_due`); the frontier's first state
+    replaces them.
     """
     parts = bytes(value[8:]).split(STATE_SEP, 1)
     if len(parts) < 2:
@@ -184,6 +191,7 @@ class UrlRegistry:
         keys: Sequence[bytes],
         maybe_present: Sequence[bool] | None = None,
         found: dict[str, tuple[bytes, bytes]] | None = None,
+        stamp: bytes = b"",
     ) -> list[bytes | None]:
         """Add URLs whose first-choice keys (:func:`key_of`) the caller computed; for
         each, the key it was stored under if it was new, else None.
@@ -197,6 +205,10 @@ class UrlRegistry:
         `found`, if given, receives (key, stored value) of each URL that was already
         registered, so a caller that updates those records (url-seen's in-link
         counts) needs no second lookup.
+
+        `stamp`, if given, is stored as each new record's state (JSON, encoded once
+        by the caller for the whole batch): url-seen's registration stamp, when and
+        from which input message (:func:`~streams.core.urlstate.registration_stamp`).
         """
         if maybe_present is None:
             maybe_present = [True] * len(urls)
@@ -218,7 +230,7 @@ class UrlRegistry:
                         break
                 elif stored is None:
                     pending[key] = url
-                    batch.put(key, _value(url))
+                    batch.put(key, _value(url, stamp))
                     written = key
                     break
                 elif url_of(stored) == url:

@@ -19,14 +19,28 @@ them in one WriteBatch. Pure logic: no Kafka imports.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from streams.core.frontier import Decision, Dispatch, tier_for
 
-__all__ = ["RETIER_VIA", "StateUpdates", "retier_candidate"]
+__all__ = [
+    "RESEND",
+    "RESEND_VIA",
+    "RETIER_VIA",
+    "STAMP",
+    "StateUpdates",
+    "registration_stamp",
+    "resend_due",
+    "retier_candidate",
+]
 
 #: `via` of a url-seen → frontier candidate asking to move a queued URL up a tier.
 RETIER_VIA = "retier"
+#: `via` of a URL url-seen sends to the frontier again because the registry holds it
+#: as registered but never queued (:func:`resend_due`); the frontier drops it if it has
+#: acted on the URL since.
+RESEND_VIA = "url-seen:resend"
 
 #: Decision outcomes that park a URL with its host rather than refuse the URL itself.
 PARKED_OUTCOMES = frozenset({"host-parked"})
@@ -142,3 +156,71 @@ def retier_candidate(
         "inlinks": inlinks,
         "kind": "page",
     }
+
+
+# -- registered, never queued ----------------------------------------------------
+#
+# url-seen registers a URL (a RocksDB write, then a changelog record) and sends it to
+# the frontier (a message on the frontier topic) as two separate writes. A worker
+# SIGKILLed between them, or whose frontier message was still in its producer's queue,
+# leaves the URL registered with nothing queued: the url-seen message is read again
+# (its offset was never committed: commits wait for every send to be acknowledged),
+# but it then finds the URL registered and, before this, dropped it as seen, and so
+# did every later link to it. The registration therefore carries a stamp, and a URL
+# met again while its registry record has no frontier state (no ``s``) is sent again:
+#
+# * at once when the message meeting it is the one that registered it (same offset
+#   ``o``: a redelivery, on this worker or, as the stamp is in the changelog record
+#   too, on whichever worker recovered the partition);
+# * otherwise once its stamp ``r`` is `grace` seconds old (the frontier normally
+#   acts within a second: a longer silence means its message was lost), and the
+#   stamp is renewed, so a URL is re-sent at most once a grace period.
+#
+# A registration with no stamp (made before stamps were kept) is stamped when met,
+# which starts its grace period.
+#
+# The frontier drops a re-sent URL it has acted on since (any ``s``), so a re-send
+# that crossed the original costs a lookup, not a second fetch.
+
+#: What marks a state the frontier wrote (url-seen's own fields are ``r``, ``o``, ``in``).
+_FRONTIER_STATE = b'"s":'
+
+
+def registration_stamp(at: float, offset: int | None = None) -> bytes:
+    """url-seen's stamp for the URLs one message registers (encoded once per message)."""
+    stamp: dict[str, Any] = {"r": round(at, 3)}
+    if offset is not None:
+        stamp["o"] = int(offset)
+    return json.dumps(stamp, separators=(",", ":")).encode("ascii")
+
+
+#: :func:`resend_due`'s answers besides None (nothing to do).
+RESEND = "resend"
+STAMP = "stamp"
+
+
+def resend_due(value: bytes, now: float, offset: int | None, grace: float) -> str | None:
+    """What url-seen does about a URL it meets again, from its registry value:
+    `RESEND` it to the frontier (and renew its stamp), `STAMP` it (no stamp yet), or
+    nothing (None: the frontier has acted on it, or its stamp is fresh).
+
+    `offset` is the url-seen message being handled (None: unknown), `grace` the
+    seconds a registration may wait for the frontier (<= 0: only redeliveries are
+    re-sent). See the comment above.
+    """
+    value = bytes(value)
+    sep = value.find(b"\x00", 8)
+    if sep < 0:
+        return STAMP  # registered before stamps, never queued
+    raw = value[sep + 1 :]
+    if _FRONTIER_STATE in raw:
+        return None  # the frontier has acted on it (a canonical URL holds no quote)
+    try:
+        state = json.loads(raw)
+    except ValueError:
+        state = None
+    if not isinstance(state, dict) or "r" not in state:
+        return STAMP
+    if offset is not None and state.get("o") == offset:
+        return RESEND
+    return RESEND if grace > 0 and now - float(state["r"]) >= grace else None

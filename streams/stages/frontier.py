@@ -16,7 +16,7 @@ import topology
 from streams.core.freshness import Record, RevisitSchedule
 from streams.core.frontier import Decision, Dispatch, Frontier, HostState, tier_for
 from streams.core.sites import url_id_long
-from streams.core.urlstate import RETIER_VIA, StateUpdates
+from streams.core.urlstate import RESEND_VIA, RETIER_VIA, StateUpdates
 from streams.stages import recrawl
 from streams.stages.context import Outbox, crawl_log_record
 
@@ -58,6 +58,11 @@ def handle(
     fetched with its status, failed with the reason, refused or parked with the
     decision) is written there, all of this message's states in one WriteBatch,
     after the last of them is known.
+
+    A URL url-seen sends again (`RESEND_VIA`: registered but, as far as url-seen
+    could tell, never queued) is queued only if the registry holds no state of the
+    frontier's for it: a re-send that crossed the original, or a frontier message
+    read twice, changes nothing.
     """
     if not frontier.knows_partition(partition):
         frontier.adopt(partition, host_states)
@@ -70,6 +75,8 @@ def handle(
     retier = [c for c in new_urls if c.get("via") == RETIER_VIA]
     if retier:
         new_urls = [c for c in new_urls if c.get("via") != RETIER_VIA]
+    if any(c.get("via") == RESEND_VIA for c in new_urls):
+        new_urls = _without_known_resends(new_urls, registry)
     for candidate in new_urls:
         inlinks = candidate.get("inlinks", 1)
         refused = frontier.enqueue(
@@ -142,6 +149,30 @@ def handle(
                 url_id=url_id_long(decision.url),
             )
         )
+
+
+def _without_known_resends(
+    candidates: list[dict[str, Any]], registry: StateRegistry | None
+) -> list[dict[str, Any]]:
+    """The candidates, less re-sent URLs this frontier has acted on (the registry holds a
+    state of its own for them) or that come earlier in the same message."""
+    resent = [c["url"] for c in candidates if c.get("via") == RESEND_VIA]
+    states = registry.states(resent) if registry is not None else {}
+    known = {url for url, state in states.items() if state and "s" in state}
+    kept: list[dict[str, Any]] = []
+    for candidate in candidates:
+        url = candidate["url"]
+        if candidate.get("via") == RESEND_VIA:
+            if url in known:
+                continue
+            known.add(url)  # once per message
+        else:
+            known.add(url)
+        kept.append(candidate)
+    dropped = len(candidates) - len(kept)
+    if dropped:
+        log.debug("frontier: %d re-sent URLs already acted on, dropped", dropped)
+    return kept
 
 
 def _retier(

@@ -11,6 +11,7 @@ rebalance that revoked or assigned it, before any of its URLs is judged.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
@@ -20,7 +21,14 @@ from typing import Any, Protocol
 from streams.core.bloom import BloomFilter
 from streams.core.registry import InlinkChange, key_of
 from streams.core.urls import host_of, site_key
-from streams.core.urlstate import retier_candidate
+from streams.core.urlstate import (
+    RESEND,
+    RESEND_VIA,
+    STAMP,
+    registration_stamp,
+    resend_due,
+    retier_candidate,
+)
 from streams.stages.context import Outbox, crawl_log_record
 from streams.stages.url_filter import REDIRECT_VIA_PREFIX, SEED_VIA
 
@@ -37,6 +45,8 @@ class SeenFilters:
     rebuild_seconds: dict[int, float] = field(default_factory=dict)
     false_positives: int = 0
     confirmed_seen: int = 0
+    #: URLs sent to the frontier again: registered, never queued (see `handle`).
+    resent: int = 0
 
     def drop(self, partition: int) -> None:
         """Forget a partition's filter (revoked or newly assigned: another worker may
@@ -82,7 +92,10 @@ class SeenRegistry(Protocol):
         keys: Sequence[bytes],
         maybe_present: Sequence[bool] | None = None,
         found: dict[str, tuple[bytes, bytes]] | None = None,
+        stamp: bytes = b"",
     ) -> list[bytes | None]: ...
+
+    def set_states(self, states: Mapping[str, Mapping[str, Any]]) -> list[str]: ...
 
     def add_inlinks(
         self,
@@ -104,6 +117,8 @@ def handle(
     *,
     sitemap_ttl: float = 0.0,
     clock: Callable[[], float] = time.time,
+    offset: int | None = None,
+    resend_grace: float = 30.0,
 ) -> int:
     """Forward the new URLs of one batch to the frontier; returns how many were new.
 
@@ -122,6 +137,14 @@ def handle(
     expired, `sitemap_ttl` = robots_ttl) is passed on again if its last fetch is at
     least `sitemap_ttl` old, so a sitemap is re-read as often as robots.txt and the
     entries added to it since are found (0: never re-read).
+
+    Nothing registered is lost on the way to the frontier: each new URL's record is
+    stamped with the time and `offset` (the url-seen message's), and a URL met again
+    whose record still has no frontier state is sent again, marked `RESEND_VIA`, when
+    this message is the one that registered it (a redelivery: the first send may
+    have died with a killed worker), when the record has no stamp, or when the stamp
+    is `resend_grace` seconds old (:func:`~streams.core.urlstate.resend_due`); the
+    stamp is then renewed. The frontier ignores a re-sent URL it has acted on.
 
     A seed also marks its site in `scope` (read by url-filter for --same-host);
     both tables live in the partition of the host, so no lookup crosses workers.
@@ -142,10 +165,13 @@ def handle(
         urls.append(url)
     maybe = bloom.contains_many(keys)
     found: dict[str, tuple[bytes, bytes]] = {}
-    written = seen.add_keyed(urls, keys, maybe, found)
+    now = clock()
+    written = seen.add_keyed(urls, keys, maybe, found, registration_stamp(now, offset))
     new_keys: list[bytes] = []
     inlinks: dict[str, int] = {}
     sitemaps_again: list[dict[str, Any]] = []
+    resend: dict[str, dict[str, Any]] = {}
+    restamp: list[str] = []
     for candidate, url, maybe_seen, key in zip(candidates, urls, maybe, written, strict=True):
         if candidate.get("via") == "seed":
             site = site_key(host_of(url))
@@ -154,6 +180,13 @@ def handle(
         if key is None:
             if maybe_seen:
                 filters.confirmed_seen += 1
+            hit = found.get(url)
+            if hit is not None and url not in resend:
+                due = resend_due(hit[1], now, offset, resend_grace)
+                if due == RESEND:
+                    resend[url] = {**candidate, "via": RESEND_VIA}
+                elif due == STAMP:
+                    restamp.append(url)
             if _is_link(candidate):
                 inlinks[url] = inlinks.get(url, 0) + int(candidate.get("inlinks") or 1)
             elif sitemap_ttl > 0 and candidate.get("kind") == "sitemap":
@@ -166,13 +199,41 @@ def handle(
     if new_keys:
         bloom.add_many(new_keys)
     if sitemaps_again:
-        _reread_sitemaps(partition, sitemaps_again, seen, sitemap_ttl, clock(), out)
+        _reread_sitemaps(partition, sitemaps_again, seen, sitemap_ttl, now, out)
     if inlinks:
         for url, old, new, _raw in seen.add_inlinks(inlinks, found):
             again = retier_candidate(url, old, new)
             if again is not None:
                 out.add_frontier(partition, "new_urls", again)
+    if resend or restamp:
+        _resend(partition, resend, restamp, seen, now, offset, out)
+        filters.resent += len(resend)
     return len(new_keys)
+
+
+def _resend(
+    partition: int,
+    candidates: dict[str, dict[str, Any]],
+    restamp: list[str],
+    seen: SeenRegistry,
+    now: float,
+    offset: int | None,
+    out: Outbox,
+) -> None:
+    """Send registered-never-queued URLs to the frontier again and renew their stamps,
+    and stamp unstamped ones (after the in-link write, which read the records
+    before: its write must not undo the new stamp)."""
+    stamp = json.loads(registration_stamp(now, offset))
+    seen.set_states({url: stamp for url in [*candidates, *restamp]})
+    if not candidates:
+        return
+    for candidate in candidates.values():
+        out.add_frontier(partition, "new_urls", candidate)
+    log.info(
+        "url-seen: %d registered URLs never reached the frontier; sent again (e.g. %s)",
+        len(candidates),
+        next(iter(candidates))[:200],
+    )
 
 
 def _reread_sitemaps(

@@ -14,6 +14,7 @@ import pytest
 
 from streams.core.frontier import PARK_AFTER_ERRORS, Frontier, Politeness
 from streams.core.registry import UrlRegistry, state_of, with_state
+from streams.core.urlstate import RESEND_VIA
 from streams.stages import frontier as frontier_stage
 from streams.stages import url_seen
 
@@ -327,3 +328,38 @@ def test_a_sitemap_met_again_after_robots_ttl_is_read_again(tmp_path: Path) -> N
     assert robots2["kind"] == "robots"
     (fetch2,) = crawl.handle(completions=[{**done(robots2, 404), "finished_at": T0 + 100}])
     assert (fetch2["url"], fetch2["kind"]) == (sitemap, "sitemap")
+
+
+def resent(url: str) -> dict[str, Any]:
+    return {"url": url, "depth": 1, "priority": 0, "via": RESEND_VIA, "inlinks": 1, "kind": "page"}
+
+
+def test_a_re_sent_url_is_queued_once_whatever_order_the_copies_come_in(tmp_path: Path) -> None:
+    """url-seen re-sends a URL it registered when it has no frontier state; the original
+    may have crossed the re-send (or a frontier message may be read twice): a URL the
+    frontier has acted on is not queued again, one it never saw is."""
+    crawl = Crawl(tmp_path / "reg")
+    crawl.register("http://a.test/1", "http://a.test/2", "http://a.test/lost")
+    (robots,) = crawl.handle(["http://a.test/1", "http://a.test/2"])
+    assert crawl.frontier.queued == 2
+    # the re-sends of 1 (queued) and 2, twice in one message, and of a lost URL
+    crawl.handle(
+        candidates=[
+            resent("http://a.test/1"),
+            resent("http://a.test/lost"),
+            resent("http://a.test/lost"),
+        ]
+    )
+    assert crawl.frontier.queued == 3
+    assert crawl.state("http://a.test/lost")["s"] == "queued"
+    (first,) = crawl.handle(completions=[done(robots)])
+    crawl.handle(completions=[done(first)])
+    assert crawl.state(first["url"])["s"] == "fetched"
+    assert crawl.frontier.queued == 1  # robots.txt, then two pages left their queue
+    crawl.handle(candidates=[resent(first["url"])])  # fetched already: nothing happens
+    assert crawl.frontier.queued == 1
+    assert crawl.state(first["url"])["s"] == "fetched"
+    # a plain new URL in the same message as its re-send is queued once
+    crawl.register("http://a.test/3")
+    crawl.handle(["http://a.test/3"], candidates=[resent("http://a.test/3")])
+    assert crawl.frontier.queued == 2

@@ -24,11 +24,13 @@ import streams.core.registry as registry_module
 from streams.core.registry import key_of
 from streams.core.sites import site_id, url_id
 from streams.core.urls import site_key
+from streams.core.urlstate import registration_stamp
 from streams.registry_table import (
     CHANGELOG_RECORD_MAX_BYTES,
     RegistryStore,
     RegistryTable,
     changelog_records,
+    registration_lines,
 )
 
 
@@ -311,3 +313,27 @@ def test_crawl_states_one_batch_one_record_and_recovered_in_order(tmp_path: Path
         lambda v: v,
     )
     assert dict(target.store.url_states(2))[URLS[1]] == {"s": "fetching", "in": 2}
+
+
+def test_the_registration_stamp_travels_in_the_changelog_record(tmp_path: Path) -> None:
+    """A worker that recovers a partition sees when, and by which url-seen message, each
+    URL was registered (url-seen re-sends a never-queued URL when that message comes
+    again), and records without a stamp (written before stamps) still apply."""
+    source, producer = make_table(tmp_path / "source")
+    with Handling(2):
+        source.add_keyed(URLS[:3], [key_of(u) for u in URLS[:3]], stamp=registration_stamp(5.0, 41))
+        source.add_keyed(
+            URLS[3:5], [key_of(u) for u in URLS[3:5]], stamp=registration_stamp(6.0, 42)
+        )
+    add(source, 2, URLS[5:6])  # no stamp
+    records = [(k, v) for _, k, v, _ in producer.records]
+    assert records[0][1] == "\n".join(URLS[:3]).encode() + b'\n\x00{"r":5.0,"o":41}'
+    assert registration_lines(records[1][1]) == (URLS[3:5], b'{"r":6.0,"o":42}')
+    assert registration_lines(records[2][1]) == (URLS[5:6], b"")
+    events = [changelog_event(2, i, k, v) for i, (k, v) in enumerate(records)]
+    target, _ = make_table(tmp_path / "target")
+    target.store.apply_changelog_batch(events, lambda k: k, lambda v: v)
+    got = dict(target.store.url_states(2))
+    assert got == dict(source.store.url_states(2))
+    assert got[URLS[0]] == {"r": 5.0, "o": 41} and got[URLS[4]] == {"r": 6.0, "o": 42}
+    assert got[URLS[5]] is None

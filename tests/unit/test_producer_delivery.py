@@ -1,0 +1,38 @@
+"""A failed delivery stops the next offset commit: the stage producer's flush (which
+Faust's pre-commit flush awaits, see `hook_into_commits`) raises instead of returning
+as if the message were on the broker. Real librdkafka, against a loopback port that
+nothing listens on, with a short message timeout."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+
+import pytest
+
+from streams.producer import DeliveryFailed, StageProducer
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_a_message_that_was_never_acknowledged_fails_the_flush_once() -> None:
+    producer = StageProducer(
+        f"127.0.0.1:{closed_port()}",
+        **{"message.timeout.ms": 300, "log_level": 0},
+    )
+    try:
+        producer.produce("stage-topic", b"a frontier message", 0)
+
+        async def flush() -> None:
+            await producer.flush(timeout=20.0)
+
+        with pytest.raises(DeliveryFailed, match="1 messages failed delivery"):
+            asyncio.run(flush())
+        assert producer.delivery_errors == 1
+        asyncio.run(flush())  # reported once: the worker has stopped by then
+    finally:
+        producer._producer = None  # type: ignore[assignment]  # nothing left to deliver
