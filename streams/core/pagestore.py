@@ -1008,8 +1008,15 @@ class PageStore:
                 return None
             # Any time past the last representable one means "latest".
             at_micros = _MAX_MICROS if at >= 2**63 / 1e6 else min(round(at * 1e6), _MAX_MICROS)
-        entry = self._lookup(_url_bytes(url), at_micros)
-        return None if entry is None else self._load(entry)
+        found = self._seek(_url_bytes(url), at_micros)
+        if found is None:
+            return None
+        key, value = found
+        if value[0] == _VAL_VERSION2 and not value[1] & _FLAG_REVISIT:
+            capture = self._get_sliced(url, key, value)
+            if capture is not None:
+                return capture
+        return self._load(_decode(key, value))
 
     def __contains__(self, url: object) -> bool:
         self._check_open()
@@ -1332,6 +1339,11 @@ class PageStore:
     # ------------------------------------------------------------------ internals: read
 
     def _lookup(self, url_b: bytes, at_micros: int | None) -> _Entry | None:
+        found = self._seek(url_b, at_micros)
+        return None if found is None else _decode(*found)
+
+    def _seek(self, url_b: bytes, at_micros: int | None) -> tuple[bytes, bytes] | None:
+        """Key and value of the latest capture at or before ``at_micros`` (None: latest)."""
         prefix = _key_prefix(url_b)
         it = self._lookup_it
         if it is None:
@@ -1342,7 +1354,59 @@ class PageStore:
         key = bytes(it.key())
         if not key.startswith(prefix) or len(key) != len(prefix) + 8:
             return None
-        return _decode(key, bytes(it.value()))
+        return key, bytes(it.value())
+
+    def _get_sliced(self, url: str, key: bytes, value: bytes) -> Capture | None:
+        """``get()`` of a version-2 response entry, straight from the value's bytes.
+
+        The hot path of a read: no ``_Entry`` in between, the URL is the caller's, and
+        the record is cut at the entry's offsets (``_slice_record``).  None if the
+        record does not fit them (the caller then parses it) or is not http(s).
+        """
+        if not url.startswith(_HTTP_SCHEMES):
+            return None
+        (
+            _v,
+            flags,
+            status,
+            offset,
+            length,
+            _orig,
+            raw_len,
+            http_start,
+            body_start,
+            n_seg,
+            n_dig,
+            n_mime,
+            n_other,
+        ) = _VAL_HEAD2.unpack_from(value)
+        a = _VAL_HEAD2.size
+        b = a + n_seg
+        segment = value[a:b].decode("utf-8", "surrogateescape")
+        rec = _slice_record(
+            self._reads.pread(segment, offset, length), raw_len, http_start, body_start
+        )
+        if rec is None:
+            return None
+        c = b + n_dig
+        d = c + n_mime
+        return Capture(
+            url,
+            _MICROS.unpack_from(key, len(key) - 8)[0] / 1_000_000,
+            status,
+            rec.headers,
+            rec.body,
+            rec.ip,
+            value[b:c].decode("utf-8", "surrogateescape"),
+            segment,
+            offset,
+            length,
+            bool(flags & _FLAG_TRUNCATED),
+            None,
+            value[d : d + n_other].decode("utf-8", "surrogateescape")
+            if flags & _FLAG_NEAR_DUP
+            else None,
+        )
 
     def _entries(self, url_b: bytes) -> Iterator[_Entry]:
         prefix = _key_prefix(url_b)
