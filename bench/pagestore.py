@@ -6,6 +6,7 @@ Run:  .venv/bin/python bench/pagestore.py                  (1,000,000 pages: 2.9
       .venv/bin/python bench/pagestore.py --pages 100000   (a quick look, ~3 min)
       .venv/bin/python bench/pagestore.py --no-sqlite      (the page store alone)
       .venv/bin/python bench/pagestore.py --keep, then --reuse DIR   (re-run the reads)
+      .venv/bin/python bench/pagestore.py --reuse DIR --no-sqlite --warm-only   (~20 s)
 
 What it answers (issue 8): can one worker's page store serve 10,000 random reads by URL
 in <= 1 s with p99 <= 1 ms, does that stay flat as the store grows, and what does writing
@@ -490,6 +491,8 @@ def final_reads(
     if sql is not None:
         sql.db.close()
     cold_runs: dict[str, list[ReadResult]] = {name: [] for name in gets}
+    if args.warm_only:
+        return warm, {}
     for urls in fresh_url_sets():
         # Reopen and evict before every pass: no in-process cache (RocksDB's block
         # cache, SQLite's page cache) nor OS page cache holds anything of the last one.
@@ -629,6 +632,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--keep", action="store_true", help="keep the data directory")
     parser.add_argument(
         "--reuse", metavar="DIR", help="skip writing: read passes on stores kept by --keep"
+    )
+    parser.add_argument(
+        "--warm-only",
+        action="store_true",
+        help="skip the cold read passes (evicting the OS cache): a quick re-measurement",
     )
     args = parser.parse_args(argv)
     if min(args.pages, args.reads, args.batch, args.passes) < 1:
