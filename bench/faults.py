@@ -238,17 +238,24 @@ def run(
             s = status(index)
             return bool(s and s["partitions"] and not s["rebalancing"])
 
+        def one_owner_each() -> bool:
+            """Every worker settled, and together they hold each host partition once: a
+            member the group dropped (a missed heartbeat on a loaded machine) still
+            reports its old partitions until it notices, and a crawl started then
+            has two owners dispatching to the same hosts."""
+            statuses = [status(i) for i in workers.procs]
+            if not all(s and s["partitions"] and not s["rebalancing"] for s in statuses):
+                return False
+            held = sorted(p for s in statuses if s for p in s["partitions"])
+            return held == list(range(plan.partitions))
+
         try:
             # One at a time: members joining Tansu's group at once went through
             # rebalance after rebalance (tests/integration/test_shortlinks.py saw it too).
             for index in range(plan.workers):
                 workers.start(index)
                 if plan.stagger or index == plan.workers - 1:
-                    wait_for(
-                        lambda: all(settled(i) for i in workers.procs),
-                        until,
-                        f"{index + 1} workers holding partitions",
-                    )
+                    wait_for(one_owner_each, until, f"{index + 1} workers holding partitions")
                     mark(f"{index + 1} workers hold partitions")
             producer = Producer(
                 {"bootstrap.servers": broker.bootstrap, "log.connection.close": False}

@@ -83,17 +83,29 @@ class Counters:
 
 
 class Outbox:
-    """Collects a stage's output per (topic, partition) and sends each group as one batch."""
+    """Collects a stage's output per (topic, partition) and sends each group as one batch.
 
-    def __init__(self, ctx: StageContext) -> None:
+    `frontier_after_delivery`: send the frontier events only once everything else of
+    the flush is acknowledged by the broker. The fetch stage sets it: its input is
+    acknowledged when a fetch starts, not when its results are sent, so a fetch's
+    page (to parse) and its completion (to the frontier) are the only record of it;
+    a worker killed between the two deliveries would leave the frontier holding the
+    URL as fetched and the page nowhere. With the completion last, a kill loses at
+    most the completion, and the frontier's lease re-dispatches the fetch.
+    """
+
+    def __init__(self, ctx: StageContext, *, frontier_after_delivery: bool = False) -> None:
         self.ctx = ctx
+        self.frontier_after_delivery = frontier_after_delivery
         self._items: dict[tuple[str, int], list[Any]] = {}
         self._frontier: dict[int, dict[str, list[Any]]] = {}
         self._logs: list[tuple[int, dict[str, Any]]] = []
+        #: Frontier events of a flush waiting for the rest of it to be acknowledged.
+        self._held = 0
 
     @property
     def pending(self) -> int:
-        return len(self._items) + len(self._frontier) + len(self._logs)
+        return len(self._items) + len(self._frontier) + len(self._logs) + self._held
 
     def add(self, spec: TopicSpec, partition: int, item: Any) -> None:
         self._items.setdefault((spec.name, partition), []).append(item)
@@ -115,16 +127,22 @@ class Outbox:
             wrapper = BATCH_FIELD[spec.schema]
             for chunk in _chunks(batch):
                 await ctx.send(spec, partition, codec.encode(spec.schema, {wrapper: chunk}))
+        for partition, record in logs:
+            ctx.counters.outcomes[record["outcome"]] += 1
+            ctx.counters.tally.add(record)
+            await ctx.send(topology.CRAWL_LOG, partition, codec.encode("crawl_log", record))
+        if frontier and items and self.frontier_after_delivery:
+            self._held = len(frontier)
+            try:
+                await ctx.producer.flush()
+            finally:
+                self._held = 0
         for partition, event in frontier.items():
             await ctx.send(
                 topology.FRONTIER,
                 partition,
                 codec.encode("frontier_event", {**event, "tick": False}),
             )
-        for partition, record in logs:
-            ctx.counters.outcomes[record["outcome"]] += 1
-            ctx.counters.tally.add(record)
-            await ctx.send(topology.CRAWL_LOG, partition, codec.encode("crawl_log", record))
 
 
 def _chunks(batch: list[Any]) -> list[list[Any]]:
@@ -211,8 +229,8 @@ class StageContext:
         #: Hooks the idle check consults besides the counters (e.g. the frontier's queues).
         self.busy_checks: list[Callable[[], bool]] = []
 
-    def outbox(self) -> Outbox:
-        box = Outbox(self)
+    def outbox(self, *, frontier_after_delivery: bool = False) -> Outbox:
+        box = Outbox(self, frontier_after_delivery=frontier_after_delivery)
         self.outboxes.append(box)
         return box
 

@@ -57,7 +57,8 @@ class FetchStage:
         self.fetcher = fetcher
         self.sitemaps = sitemaps if sitemaps is not None else SitemapConfig(enabled=False)
         self.revisits = revisits
-        self.out: Outbox = ctx.outbox()
+        # a fetch's completion goes to the frontier only once its page is on the broker
+        self.out: Outbox = ctx.outbox(frontier_after_delivery=True)
         self._slots = asyncio.Semaphore(max_in_flight)
         #: Fetches running, with the partition each belongs to.
         self._tasks: dict[asyncio.Task[None], int] = {}

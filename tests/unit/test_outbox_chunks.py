@@ -88,3 +88,65 @@ def test_balanced_counts_consumed_topics_only() -> None:
     assert counters.balanced()
     counters.sent[topology.PARSE.name] += 1
     assert not counters.balanced()
+
+
+class RecordingProducer:
+    """Stands in for the broker side: what was sent, and when delivery was awaited."""
+
+    def __init__(self, order: list[str]) -> None:
+        self.order = order
+
+    async def flush(self) -> None:
+        self.order.append("acknowledged")
+
+
+class RecordingContext:
+    def __init__(self) -> None:
+        self.order: list[str] = []
+        self.producer = RecordingProducer(self.order)
+        self.specs = {spec.name: spec for spec in topology.TOPICS}
+        self.counters = Counters()
+
+    async def send(self, spec: Any, partition: int, value: bytes) -> None:
+        self.order.append(spec.name)
+
+    def host_partition(self, host: str) -> int:
+        return 0
+
+
+def completion(url: str) -> dict[str, Any]:
+    return {
+        "url": url,
+        "host": "example.com",
+        "kind": "page",
+        "status": 200,
+        "outcome": "fetched",
+        "elapsed_ms": 1.0,
+        "finished_at": 1.0,
+    }
+
+
+def test_the_fetch_outbox_sends_completions_only_after_the_pages_are_acknowledged() -> None:
+    """A fetch's page and its completion must not be delivered in the order that lets a
+    kill between them lose the page while the frontier records the URL as fetched."""
+    import asyncio
+
+    from streams.stages.context import Outbox
+
+    for after_delivery, want in (
+        (True, ["parse", "acknowledged", "frontier"]),
+        (False, ["parse", "frontier"]),
+    ):
+        ctx = RecordingContext()
+        out = Outbox(ctx, frontier_after_delivery=after_delivery)  # type: ignore[arg-type]
+        out.add(topology.PARSE, 0, page(1, 10))
+        out.add_frontier(0, "completions", completion("https://example.com/1"))
+        asyncio.run(out.flush())
+        assert ctx.order == want
+        assert out.pending == 0
+    # nothing but completions (robots.txt, errors): nothing to wait for
+    ctx = RecordingContext()
+    out = Outbox(ctx, frontier_after_delivery=True)  # type: ignore[arg-type]
+    out.add_frontier(0, "completions", completion("https://example.com/robots.txt"))
+    asyncio.run(out.flush())
+    assert ctx.order == ["frontier"]
