@@ -82,15 +82,20 @@ class StageProducer:
         key: bytes,
         value: bytes | None,
         partition: int,
-        delivered: Callable[[int, int], None],
+        delivered: Callable[[int, int], None] | None = None,
     ) -> None:
-        """Produce a table changelog record; `delivered(partition, offset)` on success."""
+        """Produce a table changelog record; `delivered(partition, offset)` on success
+        if given (tables pass none: a closure and a Python callback per record cost
+        more than the record's produce, and no one reads the offsets)."""
+        on_delivery: Callable[[KafkaError | None, Message], None] = self._on_delivery
+        if delivered is not None:
+            report = delivered
 
-        def on_delivery(error: KafkaError | None, message: Message) -> None:
-            if error is not None:
-                self._on_delivery(error, message)
-            else:
-                delivered(message.partition() or 0, message.offset() or 0)
+            def on_delivery(error: KafkaError | None, message: Message) -> None:
+                if error is not None:
+                    self._on_delivery(error, message)
+                else:
+                    report(message.partition() or 0, message.offset() or 0)
 
         while True:
             try:

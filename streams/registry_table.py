@@ -179,6 +179,12 @@ class RegistryStore(faust_rocksdb.Store):
         """:meth:`UrlRegistry.set_states` on the partition's database (one WriteBatch)."""
         return self.registry(partition).set_states(states, register=register)
 
+    def write_states(
+        self, partition: int, states: Mapping[str, Mapping[str, Any]]
+    ) -> dict[str, bytes]:
+        """:meth:`UrlRegistry.write_states` on the partition's database (one WriteBatch)."""
+        return self.registry(partition).write_states(states)
+
     def add_inlinks(
         self,
         partition: int,
@@ -385,10 +391,10 @@ class RegistryTable(ProducedTable):
         if event is None:
             raise RuntimeError("the seen registry is written only while handling an event")
         partition = event.message.partition
-        written = self.store.set_states(partition, states)
-        for key, value in state_records({url: states[url] for url in written}):
+        written = self.store.write_states(partition, states)
+        for key, value in state_records(written):  # the states as stored, encoded once
             self.send_changelog(partition, key, value, "raw", "raw")
-        return written
+        return list(written)
 
     def add_inlinks(
         self,

@@ -28,6 +28,7 @@ table partition over the database Faust opened for it (:meth:`UrlRegistry.over`)
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -54,6 +55,8 @@ STATE_SEP = b"\x00"
 #: State fields that outlive a state change (a URL's in-link count is not reset when
 #: it is fetched); every other field describes the latest state only.
 STICKY_FIELDS = ("in",)
+#: How a sticky field starts in a state's JSON: an old state without any is not parsed.
+_STICKY_NEEDLES = tuple(f'"{name}":'.encode() for name in STICKY_FIELDS)
 
 #: What :meth:`UrlRegistry.add_inlinks` reports per URL: (URL, state before, state
 #: after, the state after as stored).
@@ -67,9 +70,21 @@ _SUFFIX_MASK = (1 << 64) - 1
 _FAUST_OFFSET_KEY = b"__faust\x00offset__"
 
 
+#: URLs whose keys :func:`key_of` remembers (~300 bytes each: ~10 MB at most).
+KEY_CACHE_SIZE = 1 << 15
+
+
+@functools.lru_cache(maxsize=KEY_CACHE_SIZE)
 def key_of(url: str) -> bytes:
     """The first-choice registry key of a URL (a collision moves it to a later key of
-    the same site). Raises ValueError for a URL without a host."""
+    the same site). Raises ValueError for a URL without a host.
+
+    Memoised: a URL's key is asked for again and again — url-seen for every link to
+    it, the frontier for each of its crawl states (queued, fetching, fetched) — and
+    computing it (host, site id and URL hashes) cost more than a registry write
+    (BENCHMARKS.md, crawl throughput). A pure function of the URL, so a cached key
+    is always right; a failure (no host) is not cached.
+    """
     host = host_of(url)
     if not host:
         raise ValueError(f"not an absolute URL with a host: {url[:200]!r}")
@@ -123,16 +138,28 @@ def state_of(value: bytes) -> dict[str, Any] | None:
 def with_state(value: bytes, state: Mapping[str, Any]) -> bytes:
     """A stored value with its crawl state replaced by `state`, keeping the sticky
     fields of the old state that `state` does not set."""
-    value = bytes(value)
-    head = value[:8] + value[8:].split(STATE_SEP, 1)[0]
-    old = state_of(value)
-    if old:
-        kept = {k: old[k] for k in STICKY_FIELDS if k in old and k not in state}
-        if "in" in old and "in" in state and int(old["in"]) > int(state["in"]):
-            kept["in"] = old["in"]  # a count only grows
-        if kept:
-            state = {**state, **kept}
-    return head + STATE_SEP + json.dumps(state, separators=(",", ":")).encode("utf-8")
+    head, encoded = _with_state(bytes(value), state)
+    return head + STATE_SEP + encoded
+
+
+def _with_state(value: bytes, state: Mapping[str, Any]) -> tuple[bytes, bytes]:
+    """(URL id + URL, the new state as stored: JSON) of :func:`with_state`.
+
+    The old state is parsed only when it holds a sticky field: most writes (queued,
+    fetching, fetched) replace a state without one, and parsing it cost as much as
+    encoding the new one. The encoded state is returned so the caller's changelog
+    record reuses it instead of encoding the state a second time.
+    """
+    head, sep, raw = value[8:].partition(STATE_SEP)
+    if sep and any(needle in raw for needle in _STICKY_NEEDLES):
+        old = state_of(value)
+        if old:
+            kept = {k: old[k] for k in STICKY_FIELDS if k in old and k not in state}
+            if "in" in old and "in" in state and int(old["in"]) > int(state["in"]):
+                kept["in"] = old["in"]  # a count only grows
+            if kept:
+                state = {**state, **kept}
+    return value[:8] + head, json.dumps(state, separators=(",", ":")).encode("utf-8")
 
 
 class UrlRegistry:
@@ -287,9 +314,16 @@ class UrlRegistry:
         a URL "seen" behind url-seen's Bloom filter) unless `register` is set, as
         changelog replay does (url-seen's filter is rebuilt after recovery).
         """
+        return list(self.write_states(states, register=register))
+
+    def write_states(
+        self, states: Mapping[str, Mapping[str, Any]], *, register: bool = False
+    ) -> dict[str, bytes]:
+        """:meth:`set_states`, returning each URL written with its state as stored
+        (JSON, sticky fields kept), so a changelog record needs no second encode."""
         urls = list(states)
         batch = WriteBatch(raw_mode=True)
-        written: list[str] = []
+        written: dict[str, bytes] = {}
         for url, hit in zip(urls, self._find(urls), strict=True):
             if hit is None:
                 if not register:
@@ -299,8 +333,9 @@ class UrlRegistry:
                     continue
                 hit = (added, _value(url))
             key, stored = hit
-            batch.put(key, with_state(stored, states[url]))
-            written.append(url)
+            head, encoded = _with_state(stored, states[url])
+            batch.put(key, head + STATE_SEP + encoded)
+            written[url] = encoded
         if written:
             self._db.write(batch)
         return written

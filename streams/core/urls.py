@@ -336,6 +336,13 @@ def resolve_and_canonicalize(base: str, hrefs: Iterable[str], *, dedupe: bool = 
 _SIMPLE_HOST = re.compile(
     r"https?://((?:[a-z0-9-]+\.)*[a-z][a-z0-9-]*)(?::[0-9]{0,4})?(?=[/?#]|\Z)",
 )
+_OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
+#: An IPv4 host already in WHATWG's serialisation (four decimal octets, no leading
+#: zeros), which host parsing returns unchanged; other spellings (``0x7f.1``,
+#: ``127.1``, ``010.0.0.1``) go to ada.
+_CANONICAL_IPV4_HOST = re.compile(
+    rf"https?://((?:{_OCTET}\.){{3}}{_OCTET})(?::[0-9]{{0,4}})?(?=[/?#]|\Z)",
+)
 
 
 def host_of(url: str) -> str:
@@ -351,6 +358,9 @@ def host_of(url: str) -> str:
             host = m[1]
             if "xn--" not in host:
                 return host
+        m = _CANONICAL_IPV4_HOST.match(url)
+        if m is not None:
+            return m[1]
         import ada_url
 
         return str(ada_url.parse_url(url, attributes=("hostname",))["hostname"])

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import ada_url
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from streams.core.urls import (
     canonical,
@@ -306,6 +309,29 @@ def test_batch_accepts_any_iterable() -> None:
 )
 def test_host_of(url: str, host: str) -> None:
     assert host_of(url) == host
+
+
+@given(
+    st.lists(
+        st.one_of(
+            st.integers(0, 300).map(str),
+            st.integers(0, 255).map(lambda n: f"0{n}"),
+            st.integers(0, 255).map(hex),
+        ),
+        min_size=1,
+        max_size=5,
+    ),
+    st.sampled_from(["", ":", ":80", ":8080", ":99999"]),
+    st.sampled_from(["", "/", "/a?b", "?q", "#f", "\\x"]),
+)
+def test_host_of_ipv4_agrees_with_ada(parts: list[str], port: str, rest: str) -> None:
+    """The IPv4 fast path (canonical dotted quads) answers what WHATWG host parsing does."""
+    url = f"http://{'.'.join(parts)}{port}{rest}"
+    try:
+        expected = str(ada_url.parse_url(url, attributes=("hostname",))["hostname"])
+    except ValueError:
+        expected = ""
+    assert host_of(url) == expected
 
 
 def test_host_of_non_str() -> None:
