@@ -29,12 +29,12 @@ table partition over the database Faust opened for it (:meth:`UrlRegistry.over`)
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, cast
 
+import orjson
 from rocksdict import Options, Rdict, ReadOptions, WriteBatch
 
 from streams.core.sites import registry_key, site_id, url_id
@@ -129,7 +129,7 @@ def state_of(value: bytes) -> dict[str, Any] | None:
     if len(parts) < 2:
         return None
     try:
-        state = json.loads(parts[1])
+        state = orjson.loads(parts[1])
     except ValueError:
         return None
     return state if isinstance(state, dict) else None
@@ -159,7 +159,7 @@ def _with_state(value: bytes, state: Mapping[str, Any]) -> tuple[bytes, bytes]:
                 kept["in"] = old["in"]  # a count only grows
             if kept:
                 state = {**state, **kept}
-    return value[:8] + head, json.dumps(state, separators=(",", ":")).encode("utf-8")
+    return value[:8] + head, orjson.dumps(state)
 
 
 class UrlRegistry:
@@ -368,12 +368,12 @@ class UrlRegistry:
             old: dict[str, Any] | None = None
             if raw:
                 try:
-                    parsed = json.loads(raw)
+                    parsed = orjson.loads(raw)
                 except ValueError:
                     parsed = None
                 old = parsed if isinstance(parsed, dict) else None
             new = {**(old or {}), "in": int((old or {}).get("in", 1)) + int(counts[url])}
-            encoded = json.dumps(new, separators=(",", ":")).encode("utf-8")
+            encoded = orjson.dumps(new)
             batch.put(key, stored[:8] + head + STATE_SEP + encoded)
             result.append((url, old, new, encoded))
         if result:
