@@ -4,11 +4,13 @@ Run (from the repo root; the ``bench`` extra provides psutil)::
 
     .venv/bin/python bench/load.py                          # 1,000 hosts x 100 pages (issue 11)
     .venv/bin/python bench/load.py --hosts 100 --pages 50   # a short run of the same shape
+    .venv/bin/python bench/load.py --broker-storage disk     # broker segments on disk
 
 One ``seine crawl --until-idle`` (embedded broker) crawls the demo web served by the
 Python demo server with pre-rendered responses. Recorded:
 
-* **total RSS**: the seine process tree (worker + Tansu) polled with psutil every 0.5 s;
+* **total RSS**: the seine process tree (worker + Tansu, + the object store with
+  ``--broker-storage disk``, see streams/broker.py) polled with psutil every 0.5 s;
   the peak of the simultaneous sum, and the sum of each process's kernel high-water mark
   (VmHWM), which no poll can miss. The goal is < 1.5 GB.
 * **pages/s, first tenth vs last tenth**: from the server's request log (the referee):
@@ -54,6 +56,18 @@ def high_water_mark(pid: int) -> int:
     return 0
 
 
+def _role(cmdline: list[str]) -> str:
+    """A short name for a process of the crawl's tree."""
+    text = " ".join(cmdline)
+    if "tansu" in text:
+        return "tansu"
+    if "streams.objectstore" in text:
+        return "objectstore"
+    if "streams.cli" in text or "seine" in text:
+        return "seine"
+    return cmdline[0].rsplit("/", 1)[-1] if cmdline else "?"
+
+
 def tenths(requests: list[dict[str, Any]]) -> tuple[float, float]:
     """pages/s of the first and of the last tenth of the page requests."""
     starts = sorted(r["start"] for r in requests)
@@ -72,6 +86,12 @@ def main() -> int:
     parser.add_argument("--partitions", type=int, default=8)
     parser.add_argument("--timeout", type=float, default=2400.0)
     parser.add_argument("--keep", help="keep the data dir here")
+    parser.add_argument(
+        "--broker-storage",
+        choices=("memory", "disk"),
+        default="memory",
+        help="the embedded broker's storage (seine crawl --broker-storage)",
+    )
     args = parser.parse_args()
     load_before = os.getloadavg()
     spec = WebSpec(hosts=args.hosts, pages_per_host=args.pages, seed=7)
@@ -86,7 +106,7 @@ def main() -> int:
             seeds.write_text("\n".join(server.seeds) + "\n")
             cmd = [sys.executable, "-m", "streams.cli", "crawl", "--seeds-file", str(seeds)]
             cmd += ["--data-dir", str(data), "--partitions", str(args.partitions)]
-            cmd += ["--allow-private", "--until-idle"]
+            cmd += ["--allow-private", "--until-idle", "--broker-storage", args.broker_storage]
             for host, addr in server.resolve.items():
                 cmd += ["--resolve", f"{host}={addr}"]
             print(
@@ -104,6 +124,7 @@ def main() -> int:
             )
             seen: dict[int, psutil.Process] = {}
             hwm: dict[int, int] = {}
+            names: dict[int, str] = {}
             peak_sum = 0
             samples: list[tuple[float, int]] = []
             try:
@@ -116,7 +137,10 @@ def main() -> int:
                     with contextlib.suppress(psutil.Error):
                         root = psutil.Process(proc.pid)
                         for p in [root, *root.children(recursive=True)]:
-                            seen.setdefault(p.pid, p)
+                            if p.pid not in seen:
+                                seen[p.pid] = p
+                                with contextlib.suppress(psutil.Error):
+                                    names[p.pid] = _role(p.cmdline())
                     total = 0
                     for pid, p in list(seen.items()):
                         with contextlib.suppress(psutil.Error):
@@ -136,6 +160,7 @@ def main() -> int:
         first, last = tenths(pages)
         report = {
             "hosts": args.hosts,
+            "broker_storage": args.broker_storage,
             "pages_per_host": args.pages,
             "reachable": expected,
             "fetched": len(pages),
@@ -144,6 +169,9 @@ def main() -> int:
             "exit_code": proc.returncode,
             "peak_rss_sum_sampled_mb": round(peak_sum / 2**20),
             "peak_rss_sum_of_vmhwm_mb": round(sum(hwm.values()) / 2**20),
+            "vmhwm_mb_by_process": {
+                f"{names.get(pid, '?')}[{pid}]": round(v / 2**20) for pid, v in hwm.items()
+            },
             "rss_mb_at_quarters": [
                 round(samples[int(len(samples) * q) - 1][1] / 2**20)
                 for q in (0.25, 0.5, 0.75, 1.0)

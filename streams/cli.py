@@ -71,6 +71,24 @@ EMBEDDED_GROUP_TIMEOUTS: dict[str, Any] = {
 }
 
 
+#: The embedded broker on disk (streams/broker.py): see Settings.producer_max_in_flight.
+EMBEDDED_DISK_TUNING: dict[str, Any] = {"producer_max_in_flight": 1}
+
+
+def stage_topics_pattern(app_id: str) -> str:
+    """A regex of the topics stages consume: their batches may go once consumed.
+
+    Not crawl-log and dead-letters (kept for `seine replay` and inspection), nor table
+    changelogs (a worker's recovery reads them).
+    """
+    import re
+
+    from topology import STAGES, topic_name
+
+    names = sorted({topic_name(app_id, stage.source) for stage in STAGES})
+    return "^(" + "|".join(re.escape(n) for n in names) + ")$"
+
+
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", help="TOML config file (section [seine] or top level)")
     parser.add_argument("--data-dir", dest="data_dir", help="where tables and pages live")
@@ -84,6 +102,14 @@ def _crawl_flags(parser: argparse.ArgumentParser, *, bootstrap_required: bool = 
         required=bootstrap_required,
         help="Kafka bootstrap HOST:PORT (default: start an embedded broker)",
     )
+    if not bootstrap_required:
+        parser.add_argument(
+            "--broker-storage",
+            dest="broker_storage",
+            choices=("memory", "disk"),
+            help="where the embedded broker keeps messages: memory (default; grows ~44 KB "
+            "per page) or disk (files under DATA_DIR/broker-segments, flat memory)",
+        )
     parser.add_argument("--partitions", type=int, help="partitions per host-scoped topic")
     parser.add_argument("--delay", type=float, help="seconds between two requests to one host")
     parser.add_argument(
@@ -296,6 +322,7 @@ def _settings_from(args: argparse.Namespace, **extra: Any) -> Settings:
         "data_dir",
         "log_level",
         "bootstrap",
+        "broker_storage",
         "partitions",
         "delay",
         "max_crawl_delay",
@@ -345,11 +372,18 @@ def broker_for(settings: Settings) -> Iterator[Settings]:
         forget_changelog_offsets(worker_data)
     # ... and the messages between stages are gone: work out what they carried.
     plan = plan_resume(settings.data_dir, settings.partitions)
-    with EmbeddedBroker(log_path=Path(settings.data_dir) / "broker.log") as broker:
+    disk = settings.broker_storage == "disk"
+    with EmbeddedBroker(
+        log_path=Path(settings.data_dir) / "broker.log",
+        storage=settings.broker_storage,
+        segments_dir=Path(settings.data_dir) / "broker-segments",
+        trim_topics=stage_topics_pattern(settings.app_id) if disk else None,
+    ) as broker:
         defaults = Settings()
+        tuning = {**EMBEDDED_GROUP_TIMEOUTS, **(EMBEDDED_DISK_TUNING if disk else {})}
         tuned = {
             name: value
-            for name, value in EMBEDDED_GROUP_TIMEOUTS.items()
+            for name, value in tuning.items()
             if getattr(settings, name) == getattr(defaults, name)
         }
         effective = settings.with_overrides(bootstrap=broker.bootstrap, **tuned)

@@ -27,6 +27,15 @@ class Settings:
     app_id: str = "seine"
     #: Kafka bootstrap servers; empty means "start the embedded broker".
     bootstrap: str = ""
+    #: Where the embedded broker keeps messages: "memory" (Tansu's memory engine, which
+    #: never frees them) or "disk" (streams/broker.py: segment files, flat memory).
+    broker_storage: str = "memory"
+    #: Produce requests in flight per broker connection (0: librdkafka's default, 1e6).
+    #: The embedded broker on disk handles a connection's requests one at a time, each
+    #: costing object-store round trips: with many in flight the producer sends a stream
+    #: of tiny batches that queue behind each other until a flush times out; with 1 it
+    #: coalesces while a request is out (`--broker-storage disk` sets 1).
+    producer_max_in_flight: int = 0
     data_dir: str = "seine-data"
     partitions: int = 4
     #: Replicas of every topic Seine or Faust creates (stages and table changelogs);
@@ -227,4 +236,6 @@ def load_settings(
             setattr(settings, name, _coerce(name, raw, current))
     if settings.partitions < 1:
         raise ValueError("partitions must be at least 1")
+    if settings.broker_storage not in ("memory", "disk"):
+        raise ValueError(f"broker_storage must be memory or disk, got {settings.broker_storage!r}")
     return settings

@@ -219,9 +219,12 @@ class StageContext:
         self.topic_names = {
             spec.name: topology.topic_name(settings.app_id, spec) for spec in topology.TOPICS
         }
-        self.producer = StageProducer(
-            settings.bootstrap, **{"compression.type": settings.compression}
-        )
+        producer_config: dict[str, Any] = {"compression.type": settings.compression}
+        if settings.producer_max_in_flight > 0:
+            producer_config["max.in.flight.requests.per.connection"] = (
+                settings.producer_max_in_flight
+            )
+        self.producer = StageProducer(settings.bootstrap, **producer_config)
         self.outboxes: list[Outbox] = []
         self.seen_filters: Any = None
         self.limits = Limits(settings.max_message_bytes, settings.max_url_bytes)
