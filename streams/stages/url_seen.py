@@ -230,7 +230,7 @@ def _resend(
     for candidate in candidates.values():
         out.add_frontier(partition, "new_urls", candidate)
     log.info(
-        "url-seen: %d registered URLs never reached the frontier; sent again (e.g. %s)",
+        "url-seen: %d registered URLs without a frontier state sent again (e.g. %s)",
         len(candidates),
         next(iter(candidates))[:200],
     )
