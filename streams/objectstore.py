@@ -39,6 +39,10 @@ from xml.sax.saxutils import escape
 import httptools
 
 _MAX_KEYS = 1000
+#: Page size of a partition's batch listing. Tansu lists from the first batch on each
+#: fetch and reads the stream lazily; S3 clients follow IsTruncated, so a short page
+#: spares building and parsing a long one when the batch wanted is among the first.
+RECORDS_PAGE = int(os.environ.get("SEINE_OBJECTSTORE_RECORDS_PAGE", "100"))
 #: Tansu's record batch objects: `.../partitions/NNNNNNNNNN/records/<20-digit offset>.batch`.
 _BATCH = re.compile(r"^(.+/)(\d{20})\.batch$")
 #: A consumer group's committed offset: `{"offset": N, ...}`.
@@ -329,7 +333,7 @@ class ObjectStore:
             if after:
                 m = _BATCH.match(f"{bucket}/{after}")
                 start = bisect.bisect_right(log.offsets, int(m.group(2))) if m else 0
-            end = min(start + limit, len(log.offsets))
+            end = min(start + min(limit, RECORDS_PAGE), len(log.offsets))
             entries: list[tuple[str, int, str, float] | str] = [
                 (
                     f"{prefix}{log.offsets[j]:020d}.batch",

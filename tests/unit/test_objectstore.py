@@ -214,3 +214,18 @@ def test_http_keep_alive_on_loopback(tmp_path: Path) -> None:
         loop.call_soon_threadsafe(task.cancel)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(5)
+
+
+def test_a_partition_listing_pages_short(store: ObjectStore) -> None:
+    """Tansu lists from the first batch and stops at its offset: pages stay short."""
+    from streams.objectstore import RECORDS_PAGE
+
+    for offset in range(RECORDS_PAGE + 5):
+        store.handle(req("PUT", batch(offset), b"x", if_none_match="*"))
+    first = store.handle(req("GET", f"/tansu?list-type=2&prefix={RECORDS}"))
+    assert len(keys(first.body)) == RECORDS_PAGE and b"<IsTruncated>true" in first.body
+    last = keys(first.body)[-1]
+    rest = store.handle(
+        req("GET", f"/tansu?list-type=2&prefix={RECORDS}&continuation-token={last}")
+    )
+    assert len(keys(rest.body)) == 5 and b"<IsTruncated>false" in rest.body
