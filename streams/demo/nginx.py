@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import re
+import resource
 import shutil
 import signal
 import socket
@@ -97,6 +98,19 @@ def _temp_path_directives(binary: str) -> list[str]:
     return [f"{name.replace('-', '_')}_temp_path" for name in names]
 
 
+#: Connections per nginx worker.
+_CONNECTIONS = 4096
+
+
+def _descriptor_limit() -> int:
+    """The open-files limit nginx's workers get: this process's hard limit (nginx
+    raises its workers' soft limit to it with worker_rlimit_nofile)."""
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or hard > 1 << 20:
+        hard = 1 << 20
+    return max(1024, int(hard))
+
+
 def write_nginx_config(
     web: DemoWeb,
     workdir: str | os.PathLike[str],
@@ -111,6 +125,7 @@ def write_nginx_config(
     temp = work / "temp"
     temp.mkdir(parents=True, exist_ok=True)
     site = Path(site_root).resolve()
+    nofile = _descriptor_limit()
     lines = [
         "daemon off;",
         "master_process on;",
@@ -122,7 +137,8 @@ def write_nginx_config(
         # Workers would otherwise drop to nobody/www-data and fail to read a private tmpdir.
         lines.append("user root;")
     lines += [
-        "events { worker_connections 4096; }",
+        f"worker_rlimit_nofile {nofile};",
+        f"events {{ worker_connections {_CONNECTIONS}; }}",
         "http {",
         "    types { text/html html; text/plain txt; }",
         "    default_type application/octet-stream;",
@@ -134,7 +150,10 @@ def write_nginx_config(
         "    keepalive_timeout 65;",
         "    keepalive_requests 1000000;",
         "    server_tokens off;",
-        "    open_file_cache max=200000 inactive=120s;",
+        # Each cached file holds a descriptor: a cache bigger than the descriptor
+        # limit leaves none for new connections or files (accept4/open fail with
+        # "Too many open files" and requests get 500s mid-crawl).
+        f"    open_file_cache max={max(256, nofile - _CONNECTIONS - 256)} inactive=120s;",
     ]
     for directive in _temp_path_directives(binary):
         lines.append(f"    {directive} {temp / directive};")
