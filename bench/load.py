@@ -34,6 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -66,6 +67,12 @@ def _role(cmdline: list[str]) -> str:
     if "streams.cli" in text or "seine" in text:
         return "seine"
     return cmdline[0].rsplit("/", 1)[-1] if cmdline else "?"
+
+
+def _host_and_path(url: str) -> tuple[str, str]:
+    """(host, path?query) of a URL, as the server's request log records a request."""
+    parts = urlsplit(url)
+    return (parts.hostname or "", (parts.path or "/") + (f"?{parts.query}" if parts.query else ""))
 
 
 def tenths(requests: list[dict[str, Any]]) -> tuple[float, float]:
@@ -101,7 +108,8 @@ def main() -> int:
         data = Path(args.keep) if args.keep else work / "data"
         server = start_server_process(spec, log, work / "web", prerender=True, timeout=600)
         try:
-            expected = len(server.web.reachable_allowed())
+            reachable = server.web.reachable_allowed()
+            expected = len(reachable)
             seeds = work / "seeds.txt"
             seeds.write_text("\n".join(server.seeds) + "\n")
             cmd = [sys.executable, "-m", "streams.cli", "crawl", "--seeds-file", str(seeds)]
@@ -158,6 +166,8 @@ def main() -> int:
             server.stop()
         pages = [r for r in read_request_log(log) if r["path"] != "/robots.txt"]
         first, last = tenths(pages)
+        requested = {(r["host"].split(":")[0].lower(), r["path"]) for r in pages}
+        missing = sorted(u for u in reachable if _host_and_path(u) not in requested)
         report = {
             "hosts": args.hosts,
             "broker_storage": args.broker_storage,
@@ -165,6 +175,8 @@ def main() -> int:
             "reachable": expected,
             "fetched": len(pages),
             "unique_fetched": len({(r["host"], r["path"]) for r in pages}),
+            "reachable_never_requested": len(missing),
+            "never_requested_sample": missing[:20],
             "wall_s": round(wall, 1),
             "exit_code": proc.returncode,
             "peak_rss_sum_sampled_mb": round(peak_sum / 2**20),
