@@ -32,6 +32,7 @@ from functools import lru_cache
 from typing import NamedTuple
 
 __all__ = [
+    "copy_links_differ",
     "canonical",
     "host_of",
     "resolve",
@@ -440,3 +441,22 @@ def trap_reason(
     if len(segs) > max_depth:
         return "too-deep"
     return None
+
+
+#: A URL with a scheme (an absolute ``<base href>``).
+_ABSOLUTE_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
+
+
+def copy_links_differ(copy_url: str, original_url: str, base: str | None) -> bool:
+    """Whether a byte-identical copy's links can resolve to other URLs than the
+    original's: its relative links resolve against its own URL (less query and
+    fragment: a ``?ref=x`` variant of a page links exactly where the page does), unless
+    an absolute ``<base href>`` pins both to one place. A copy on another host or under
+    another file name links elsewhere, and pages only it links to are reachable."""
+    if base and _ABSOLUTE_RE.match(base.strip()):
+        return False
+
+    def context(url: str) -> str:
+        return url.split("#", 1)[0].split("?", 1)[0]
+
+    return context(copy_url) != context(original_url)

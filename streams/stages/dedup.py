@@ -4,7 +4,8 @@ A page without words (no simhash) is keyed by its exact fingerprint. A page with
 words is keyed by its simhash's first band: identical text has identical bands, so
 exact duplicates still meet in one partition, and that first hop also checks the
 exact `fingerprints` table. An exact duplicate goes on to link-extract without its
-body, marked `duplicate_of` (stored as a WARC revisit; links not extracted again).
+body, marked `duplicate_of` (stored as a WARC revisit); its links go on only when they can
+resolve elsewhere than the original's (a copy at another URL: `copy_links_differ`).
 
 A first copy then visits its simhash bands (band i's bucket lives in the partition of
 band key i; `streams.core.simhash.band_step` explains why this finds every pair
@@ -28,6 +29,7 @@ from typing import Any
 
 import topology
 from streams.core.simhash import band_step, bands, to_unsigned
+from streams.core.urls import copy_links_differ
 from streams.stages.context import Outbox, StageContext, crawl_log_record
 
 #: Entries kept per band bucket (a template family sharing a band must not make every
@@ -153,7 +155,10 @@ def _exact_duplicate(
         {
             **parsed,
             "page": {**page, "body": b""},
-            "links": [],
+            # A copy elsewhere links elsewhere (relative links): those links are its own.
+            "links": parsed["links"]
+            if copy_links_differ(url, first["url"], parsed.get("base"))
+            else [],
             "duplicate_of": {
                 "url": first["url"],
                 "digest": first["digest"],

@@ -74,8 +74,8 @@ def handle(
                     "ip": page["ip"],
                 }
             )
-            if duplicate["url"] != page["url"]:
-                continue  # another page's copy: its links are that page's
+            if duplicate["url"] != page["url"] and not parsed["links"]:
+                continue  # another page's copy linking where it does: its links are that page's
         else:
             write = {
                 "url": page["url"],
