@@ -321,7 +321,7 @@ def test_host_of(url: str, host: str) -> None:
         min_size=1,
         max_size=5,
     ),
-    st.sampled_from(["", ":", ":80", ":8080", ":99999"]),
+    st.sampled_from(["", ":", ":80", ":8080", ":39393", ":65535", ":65536", ":99999"]),
     st.sampled_from(["", "/", "/a?b", "?q", "#f", "\\x"]),
 )
 def test_host_of_ipv4_agrees_with_ada(parts: list[str], port: str, rest: str) -> None:
@@ -332,6 +332,24 @@ def test_host_of_ipv4_agrees_with_ada(parts: list[str], port: str, rest: str) ->
     except ValueError:
         expected = ""
     assert host_of(url) == expected
+
+
+@pytest.mark.parametrize("host", ["127.0.1.1", "site-0001.demo.test"])
+def test_host_of_five_digit_ports_agree_with_ada(host: str) -> None:
+    """The fast paths take 5-digit ports up to 65535 (and leading zeros), as WHATWG does;
+    checked against ada at every boundary of the port pattern."""
+    ports = [f"{n:05d}" for n in range(0, 200)]
+    for edge in (10000, 39393, 59999, 60000, 64999, 65000, 65499, 65500, 65529, 65530, 65535):
+        ports += [str(n) for n in range(edge - 3, edge + 4)]
+    ports += ["99999", "655350", "000080", "0"]
+    for port in ports:
+        for rest in ("", "/", "/p?q", "?q", "#f"):
+            url = f"http://{host}:{port}{rest}"
+            try:
+                expected = str(ada_url.parse_url(url, attributes=("hostname",))["hostname"])
+            except ValueError:
+                expected = ""
+            assert host_of(url) == expected, url
 
 
 def test_host_of_non_str() -> None:

@@ -214,7 +214,9 @@ HOST_LABEL = st.one_of(
 @FAST
 @given(
     st.lists(HOST_LABEL, min_size=1, max_size=4).map(".".join),
-    st.sampled_from(["", ":", ":1", ":80", ":8080", ":9999"]),
+    st.sampled_from(
+        ["", ":", ":1", ":80", ":8080", ":9999", ":39393", ":65535", ":65536", ":09999"]
+    ),
     st.sampled_from(["", "/", "/p?q", "?q", "#f"]),
 )
 def test_host_of_matches_canonical(host: str, port: str, rest: str) -> None:
