@@ -127,3 +127,51 @@ def test_reads_are_one_lookup_and_keep_faust_s_answers(tmp_path: Path) -> None:
     table.app.tables.add(counted)
     with Handling(1):
         assert counted["nothing"] == 0 and counted.get("nothing") == 0
+
+
+def test_the_direct_path_writes_and_reads_what_faust_s_own_path_does(tmp_path: Path) -> None:
+    """Keys and values the direct path encodes (str keys, dict/list values, with orjson
+    straight to the partition database) and the ones it leaves to Faust (other types)
+    give Faust's bytes, read back as Faust reads them, also outside an event (where
+    Faust searches every partition database: the direct path keeps no key index)."""
+    table, producer = make_table(tmp_path / "t")
+    rows: dict[str, Any] = {
+        "a.test": {"heads": [0, 1], "name": "é€", "nested": {"x": None, "y": 1.25}},
+        "ü.test\x001\x00000000000007": [1, "two", {"three": 3}],
+        "int": 7,
+        "str": "a string value",
+        "none": None,
+    }
+    with Handling(2):
+        for key, value in rows.items():
+            table[key] = value
+        assert {key: table[key] for key in rows} == rows
+        assert {key: table.get(key, "miss") for key in rows} == rows
+        assert all(key in table for key in rows)
+    serializers = table.app.serializers
+    assert [(k, v) for _, k, v, _ in producer.records] == [
+        (
+            serializers.dumps_key(str, key, serializer="json"),
+            serializers.dumps_value(None, value, serializer="json"),
+        )
+        for key, value in rows.items()
+    ]
+    db = table.data._db_for_partition(2)  # type: ignore[attr-defined]
+    assert all(db[k] == v for _, k, v, _ in producer.records)
+    assert table.get("a.test") == rows["a.test"]  # no event: Faust's own lookup
+    with Handling(2):
+        assert table.pop("a.test", None) == rows["a.test"]
+        assert table.pop("a.test", "gone") == "gone"
+        try:
+            table.pop("a.test")
+        except KeyError:
+            pass
+        else:  # pragma: no cover
+            raise AssertionError("pop of a missing key without a default should raise")
+        del table["int"]
+        assert "int" not in table and "a.test" not in table
+    assert producer.records[-2:] == [
+        (producer.records[0][0], serializers.dumps_key(str, "a.test", serializer="json"), None, 2),
+        (producer.records[0][0], serializers.dumps_key(str, "int", serializer="json"), None, 2),
+    ]
+    assert table.get("int") is None and table.get("a.test") is None
