@@ -23,7 +23,9 @@ What it does, and why each part is there:
   requests to one host all come from what the *server* saw, not from either crawler's
   own account. The server's CPU use during each crawl is printed so that "not the
   bottleneck" can be checked rather than assumed.
-* **Seine** runs as ``seine crawl --until-idle`` with its embedded broker (Tansu), so the
+* **Seine** runs as ``seine crawl --until-idle --workers N`` (N: one worker process per
+  core, at most ``--partitions``; Scrapy is one process, and cannot use a second core)
+  with its embedded broker (Tansu), so the
   wall time includes starting the broker, creating topics, joining the consumer group and
   the idle detection at the end: that is why two durations are reported, "wall incl.
   broker start" (process start to exit) and "crawl phase" (first to last request, from
@@ -32,8 +34,8 @@ What it does, and why each part is there:
 * **Scrapy** runs `bench/scrapy_peer.py` in a child process with CONCURRENT_REQUESTS=64,
   CONCURRENT_REQUESTS_PER_DOMAIN=1, DOWNLOAD_DELAY=0, ROBOTSTXT_OBEY, AUTOTHROTTLE off:
   the same politeness as Seine's defaults (one request in flight per host, no delay).
-* **Memory and CPU**: the crawler's process tree (Seine: the seine process and its Tansu
-  child; Scrapy: its one process) is polled with psutil every 0.2 s. Peak RSS is the sum
+* **Memory and CPU**: the crawler's process tree (Seine: the seine process, its workers and
+  its Tansu child; Scrapy: its one process) is polled with psutil every 0.2 s. Peak RSS is the sum
   of each process's peak, taken from the kernel's high-water mark (VmHWM) so that short
   spikes between polls are not missed; the highest sampled simultaneous sum is printed
   beside it. CPU seconds come from ``getrusage(RUSAGE_CHILDREN)`` around each crawl,
@@ -191,6 +193,9 @@ class Measured:
     peak_rss_by_process: dict[str, int]  # per process: kernel high-water mark (VmHWM)
     system_busy_s: float  # CPU seconds every process on the machine used, launch to exit
     bench_cpu_s: float  # this benchmark's own share of that
+    #: per process name: user+system CPU seconds at its last sample (a process's last
+    #: 0.2 s may be missed; cpu_s above is the exact total)
+    cpu_by_process: dict[str, float] = field(default_factory=dict)
 
 
 def high_water_mark(pid: int) -> int:
@@ -320,7 +325,12 @@ def process_label(proc: psutil.Process, crawler: str, root_pid: int) -> str:
     if proc.pid == root_pid:
         return crawler
     name = proc.name()
-    return "tansu" if name.startswith("tansu") else name
+    if name.startswith("tansu"):
+        return "tansu"
+    with contextlib.suppress(psutil.Error):
+        if "worker" in proc.cmdline()[-1:]:  # `python -m streams.cli worker`
+            return f"{crawler} worker"
+    return name
 
 
 def stop_all_crawlers() -> None:
@@ -342,6 +352,7 @@ def run_watched(
     peak = 0
     peaks: dict[int, int] = defaultdict(int)  # pid -> max(sampled RSS, kernel high-water mark)
     names: dict[int, str] = {}
+    cpu_seen: dict[int, float] = {}
     members: list[psutil.Process] = []
     next_scan = 0.0
     next_note = watched.launched_mono + 60.0
@@ -363,6 +374,8 @@ def run_watched(
             for proc in members:
                 try:
                     rss = proc.memory_info().rss
+                    times = proc.cpu_times()
+                    cpu_seen[proc.pid] = times.user + times.system
                     if proc.pid not in names:
                         names[proc.pid] = process_label(proc, label, watched.proc.pid)
                 except psutil.Error:
@@ -378,6 +391,9 @@ def run_watched(
     by_label: dict[str, int] = defaultdict(int)
     for pid, value in peaks.items():
         by_label[names[pid]] += value
+    cpu_by_label: dict[str, float] = defaultdict(float)
+    for pid, seconds in cpu_seen.items():
+        cpu_by_label[names.get(pid, "?")] += seconds
     exited_mono = watched.exited_mono or time.monotonic()
     wall = exited_mono - watched.launched_mono
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -392,6 +408,7 @@ def run_watched(
         peak_rss_by_process=by_label,
         system_busy_s=busy_after - busy_before,
         bench_cpu_s=own_after - own_before,
+        cpu_by_process=dict(cpu_by_label),
     )
 
 
@@ -560,6 +577,7 @@ class Result:
             "peak_rss_mb_by_process": {
                 k: round(v / MB, 1) for k, v in self.measured.peak_rss_by_process.items()
             },
+            "cpu_s_by_process": {k: round(v, 1) for k, v in self.measured.cpu_by_process.items()},
             "returncode": self.measured.returncode,
             "timed_out": self.measured.timed_out,
             "data_mb": round(self.data_bytes / MB, 1),
@@ -598,6 +616,8 @@ def seine_command(args: argparse.Namespace, site: Site, seeds_file: Path, data: 
         "--until-idle",
         "--partitions",
         str(args.partitions),
+        "--workers",
+        str(args.workers),
         "--data-dir",
         str(data),
         "--log-level",
@@ -664,6 +684,14 @@ def crawl_once(
     notes: list[str] = []
     if crawler == "seine":
         notes = [line for line in out_lines if line.startswith("seine:")]
+        # With --workers N each worker prints its own counters and per-stage CPU in its log.
+        for log in sorted(data.glob("worker-*/worker.log")):
+            lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
+            notes += [
+                f"seine {log.parent.name}: {line.removeprefix('seine: ')}"
+                for line in lines
+                if line.startswith(("seine: worker CPU", "seine: CPU per stage"))
+            ]
     else:
         notes = [line for line in out_lines if line.startswith("scrapy:")]
         warnings = [
@@ -720,6 +748,15 @@ def print_result(result: Result, expected: int) -> None:
         f"({100 * result.server_cpu_s / max(c.crawl_s, 1e-6):.0f}% of one core)"
         + (f";  pages stored {fmt_mb(result.data_bytes)}" if result.data_bytes else "")
     )
+    if len(m.cpu_by_process) > 1:
+        pages = max(c.page_fetches, 1)
+        print(
+            "    CPU by process (last sample): "
+            + ", ".join(
+                f"{name} {seconds:.1f} s ({1000 * seconds / pages:.2f} ms/page)"
+                for name, seconds in sorted(m.cpu_by_process.items(), key=lambda kv: -kv[1])
+            )
+        )
     noisy = result.other_cores >= NOISY_CORES
     print(
         f"    other processes on the machine meanwhile: {result.other_cpu_s:.1f} CPU-s "
@@ -880,6 +917,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--server", choices=("auto", "nginx", "python"), default="auto")
     p.add_argument("--only", choices=("seine", "scrapy"), help="run one crawler only")
     p.add_argument("--partitions", type=int, default=4, help="seine --partitions")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="seine --workers: worker processes on one broker (default: one per core, at "
+        "most --partitions)",
+    )
     p.add_argument("--concurrency", type=int, default=64, help="Scrapy CONCURRENT_REQUESTS")
     p.add_argument(
         "--named-hosts",
@@ -935,6 +979,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         seed=args.seed,
         use_ip_hosts=not args.named_hosts,
     )
+    if args.workers is None:
+        args.workers = max(1, min(os.cpu_count() or 1, args.partitions))
     crawlers = [args.only] if args.only else ["seine", "scrapy"]
     work = Path(tempfile.mkdtemp(prefix="seine-crawl-bench-"))
     site: Site | None = None
@@ -968,7 +1014,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             print(f"server: {site.kind}; work dir {work}")
             print(
-                f"seine: --partitions {args.partitions}, embedded broker, default politeness | "
+                f"seine: --partitions {args.partitions}, --workers {args.workers}, embedded "
+                "broker, default politeness | "
                 f"scrapy: CONCURRENT_REQUESTS={args.concurrency}, per domain 1, no delay, "
                 "robots.txt obeyed\n",
                 flush=True,

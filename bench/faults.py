@@ -355,12 +355,18 @@ def judge(
     for r in requests:
         by_host[r["host"]].append(r)
     too_close: list[tuple[str, float]] = []
+    too_close_detail: list[str] = []
+    t0 = min((r["start"] for r in requests), default=0.0)
     for host, rs in by_host.items():
         rs.sort(key=lambda r: r["start"])
         for a, b in itertools.pairwise(rs):
             gap = b["start"] - a["end"]
             if gap < plan.delay - SLACK:
                 too_close.append((host, round(gap, 4)))
+                too_close_detail.append(
+                    f"{host}: {a['path']} {a['start'] - t0:.3f}-{a['end'] - t0:.3f} s then "
+                    f"{b['path']} {b['start'] - t0:.3f}-{b['end'] - t0:.3f} s"
+                )
 
     # fetched more than once, against what can have been in flight at the kills
     pages = [
@@ -402,7 +408,13 @@ def judge(
         "recovery_seconds_by_partition": recovery,
         "recovery_seconds_max": max(figures, default=None),
     }
-    assert not too_close, f"requests closer than the delay (or overlapping): {too_close[:5]}"
+    kill_times = ", ".join(
+        f"worker {k.worker} at {k.at - t0:.3f} s (partitions {k.partitions})" for k in kills
+    )
+    assert not too_close, (
+        f"requests closer than the delay (or overlapping): {too_close[:5]}; "
+        f"{'; '.join(too_close_detail[:5])}; kills: {kill_times}"
+    )
     assert not stored_twice, f"stored twice: {sorted(stored_twice)[:5]} ({report})"
     assert extra <= in_flight_bound, (extra, in_flight_bound, sorted(twice)[:5])
     return report

@@ -109,8 +109,13 @@ class Settings:
     #: worker); a redelivered url-seen message re-sends at once. 0: only at once.
     resend_grace: float = 30.0
     #: Standby copies of each table partition kept warm on other workers (Faust's
-    #: table_standby_replicas). A standby consumes its changelog continuously.
-    standby_replicas: int = 1
+    #: table_standby_replicas; Faust's default is 1, Kafka Streams' is 0). A standby
+    #: consumes and applies its changelog continuously: with two workers on one
+    #: machine that doubled the table work and cut the crawl from 367 to 201 pages/s
+    #: (bench/crawl_throughput.py --workers 2). Without one, a partition that moves
+    #: is restored from its changelog first; set 1 where fast failover to another
+    #: machine matters more than CPU.
+    standby_replicas: int = 0
     #: Faust refuses to recover a table partition whose persisted changelog offset is
     #: past the topic's highwater (a wiped topic). Tansu, the embedded broker, lists
     #: highwaters short of offsets it has served (the cause: see verify_highwaters),

@@ -121,9 +121,7 @@ def test_reads_are_one_lookup_and_keep_faust_s_answers(tmp_path: Path) -> None:
         (True, 1),
         (False, 2),
     ]
-    counted = ProducedTable(
-        table.app, name="counts", default=int, partitions=4, key_type=str
-    )
+    counted = ProducedTable(table.app, name="counts", default=int, partitions=4, key_type=str)
     table.app.tables.add(counted)
     with Handling(1):
         assert counted["nothing"] == 0 and counted.get("nothing") == 0
