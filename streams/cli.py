@@ -68,6 +68,9 @@ EMBEDDED_GROUP_TIMEOUTS: dict[str, Any] = {
     "fetch_max_wait_ms": 20,
     # Tansu's highwaters lag offsets it has served (see Settings): local tables win.
     "recovery_consistency_check": False,
+    # Every worker of an embedded broker shares one machine: a standby there would
+    # double the table work (Settings.standby_replicas) and survive nothing more.
+    "standby_replicas": 0,
 }
 
 

@@ -109,13 +109,11 @@ class Settings:
     #: worker); a redelivered url-seen message re-sends at once. 0: only at once.
     resend_grace: float = 30.0
     #: Standby copies of each table partition kept warm on other workers (Faust's
-    #: table_standby_replicas; Faust's default is 1, Kafka Streams' is 0). A standby
-    #: consumes and applies its changelog continuously: with two workers on one
-    #: machine that doubled the table work and cut the crawl from 367 to 201 pages/s
-    #: (bench/crawl_throughput.py --workers 2). Without one, a partition that moves
-    #: is restored from its changelog first; set 1 where fast failover to another
-    #: machine matters more than CPU.
-    standby_replicas: int = 0
+    #: table_standby_replicas). A standby consumes and applies its changelog
+    #: continuously, so a partition that moves is taken over without a restore. On one
+    #: machine that doubles the table work for nothing: with the embedded broker
+    #: `seine crawl` uses 0 (two workers: 201 pages/s with a standby, 367 without).
+    standby_replicas: int = 1
     #: Faust refuses to recover a table partition whose persisted changelog offset is
     #: past the topic's highwater (a wiped topic). Tansu, the embedded broker, lists
     #: highwaters short of offsets it has served (the cause: see verify_highwaters),
