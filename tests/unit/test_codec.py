@@ -286,3 +286,143 @@ def test_decode_error_is_a_value_error() -> None:
 def test_encode_rejects_records_that_do_not_fit() -> None:
     with pytest.raises((TypeError, ValueError)):
         codec.encode("seed", {"priority": 1})  # url has no default
+
+
+# --- the wire form: URL candidates as columns, headers as two arrays ------------------
+
+CANDIDATE_DEFAULTS = {"depth": 0, "priority": 0, "via": None, "inlinks": 1, "kind": "page"}
+
+
+def test_url_candidates_travel_as_columns_and_come_back_as_dicts() -> None:
+    urls = EXAMPLES["url_batch"][0]["urls"]
+    wire = codec.wire_form("url_batch", {"urls": urls})
+    assert wire == {
+        "urls": {
+            "url": ["https://example.com/x", "http://b.example/ü"],
+            "depth": [1, 0],
+            "priority": [5, 0],
+            "via": [1, 0],
+            "vias": ["seed"],
+            "inlinks": [1, 3],
+            "kind": ["page", "sitemap"],
+        }
+    }
+
+
+@pytest.mark.parametrize("name, field", [("url_batch", "urls"), ("frontier_event", "new_urls")])
+def test_url_columns_edge_cases(name: str, field: str) -> None:
+    def trip(candidates: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        decoded = codec.decode(name, codec.encode(name, {field: candidates}))
+        out: list[dict[str, Any]] = decoded[field]
+        return out
+
+    assert trip([]) == []
+    # Missing fields take the schema's defaults, and every decoded dict has all six.
+    assert trip([{"url": "http://a.example/"}]) == [
+        {"url": "http://a.example/", **CANDIDATE_DEFAULTS}
+    ]
+    # via: None and "" stay apart; repeated vias are shared; order is kept.
+    vias = [None, "", "http://p.example/", None, "http://p.example/", "seed", ""]
+    got = trip([{"url": f"http://a.example/{i}", "via": v} for i, v in enumerate(vias)])
+    assert [c["via"] for c in got] == vias
+    assert [c["url"] for c in got] == [f"http://a.example/{i}" for i in range(len(vias))]
+    # Extreme values and non-ASCII survive.
+    odd = {
+        "url": "http://ü.example/ä?q=€",
+        "depth": 2**31 - 1,
+        "priority": -(2**31),
+        "via": "http://ü.example/",
+        "inlinks": 0,
+        "kind": "sitemap",
+    }
+    assert trip([odd]) == [odd]
+    # Each decoded dict is its own: a stage may change one without touching another.
+    a, b = trip([{"url": "http://a.example/", "via": "x"}] * 2)
+    a["inlinks"] = 9
+    assert b["inlinks"] == 1
+
+
+def test_a_candidate_without_url_or_with_a_wrong_type_is_refused_at_encode() -> None:
+    with pytest.raises(ValueError, match="url_batch"):
+        codec.encode("url_batch", {"urls": [{"depth": 1}]})
+    with pytest.raises((TypeError, ValueError)):
+        codec.encode("url_batch", {"urls": [{"url": "http://a.example/", "depth": "deep"}]})
+    with pytest.raises((TypeError, ValueError)):
+        codec.encode("url_batch", {"urls": [{"url": None}]})
+
+
+def _columns(**over: list[Any]) -> dict[str, Any]:
+    cols: dict[str, Any] = {
+        "url": ["http://a.example/", "http://b.example/"],
+        "depth": [0, 1],
+        "priority": [0, 0],
+        "via": [0, 1],
+        "vias": ["seed"],
+        "inlinks": [1, 1],
+        "kind": ["page", "page"],
+    }
+    cols.update(over)
+    return cols
+
+
+def _raw(name: str, record: dict[str, Any]) -> bytes:
+    """Bytes of a wire record written by plain fastavro, bypassing the codec's checks."""
+    import io
+
+    import fastavro
+
+    buf = io.BytesIO()
+    fastavro.schemaless_writer(buf, codec.schema(name), record)
+    return buf.getvalue()
+
+
+def test_the_wire_record_of_a_plain_avro_writer_decodes() -> None:
+    got = codec.decode("url_batch", _raw("url_batch", {"urls": _columns()}))
+    assert got["urls"][1] == {
+        "url": "http://b.example/",
+        "depth": 1,
+        "priority": 0,
+        "via": "seed",
+        "inlinks": 1,
+        "kind": "page",
+    }
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        _columns(depth=[0]),
+        _columns(kind=["page", "page", "page"]),
+        _columns(url=[]),
+        _columns(via=[0, 2]),
+        _columns(via=[0, -1]),
+    ],
+)
+def test_inconsistent_columns_are_a_decode_error(bad: dict[str, Any]) -> None:
+    with pytest.raises(DecodeError, match="UrlColumns"):
+        codec.decode("url_batch", _raw("url_batch", {"urls": bad}))
+    event = {"new_urls": bad, "completions": [], "tick": False}
+    with pytest.raises(DecodeError, match="UrlColumns"):
+        codec.decode("frontier_event", _raw("frontier_event", event))
+
+
+def test_headers_travel_as_two_arrays() -> None:
+    page = {**PAGE, "headers": [{"name": "A", "value": "1"}, {"name": "A", "value": "2"}]}
+    wire = codec.wire_form("page_batch", {"pages": [page]})["pages"][0]
+    assert (wire["header_names"], wire["header_values"]) == (["A", "A"], ["1", "2"])
+    assert codec.decode("page_batch", codec.encode("page_batch", {"pages": [page]})) == {
+        "pages": [page]
+    }
+    # The stage's own dict is not changed by encoding it.
+    assert "header_names" not in page
+    bad = {**wire, "header_values": ["1"]}
+    with pytest.raises(DecodeError, match="header"):
+        codec.decode("page_batch", _raw("page_batch", {"pages": [bad]}))
+    with pytest.raises(DecodeError, match="header"):
+        codec.decode(
+            "parsed_batch",
+            _raw(
+                "parsed_batch",
+                {"pages": [{**EXAMPLES["parsed_batch"][0]["pages"][0], "page": bad}]},
+            ),
+        )
