@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 #: A single DNS name is at most 253 characters; a port adds up to 6.
@@ -103,6 +104,32 @@ _ITEM_FIELDS: dict[str, list[tuple[str, ItemCheck]]] = {
 }
 
 
+#: Per item check: the fields whose lengths `_all_short` can vouch for, in one pass
+#: over a whole batch, before the exact check runs item by item.
+_QUICK: dict[ItemCheck, tuple[Callable[[Any], Any], ...]] = {
+    _candidate: (itemgetter("url"),),
+    _request: (itemgetter("url"), itemgetter("host")),
+    _page: (itemgetter("url"),),
+}
+
+
+def _all_short(items: list[Any], check: ItemCheck, limits: Limits) -> bool:
+    """True when no item of `items` can fail `check`: every URL is at most a quarter
+    of the byte limit in characters (UTF-8 takes at most 4 bytes a character) and
+    every host within MAX_HOST_CHARS. One C-level pass over the batch, where the exact
+    check encodes each URL (~0.3 µs an item on every message every stage takes).
+    False means "look item by item", never "refuse"."""
+    getters = _QUICK.get(check)
+    if getters is None or not items:
+        return not items
+    try:
+        if max(map(len, map(getters[0], items))) > limits.max_url_bytes // 4:
+            return False
+        return len(getters) == 1 or max(map(len, map(getters[1], items))) <= MAX_HOST_CHARS
+    except (TypeError, KeyError):  # not dicts, a field missing or without a length
+        return False
+
+
 def _single(schema: str, record: dict[str, Any], field: str, item: Any) -> dict[str, Any]:
     """A copy of `record` holding only `item` in `field` (other arrays empty)."""
     out = dict(record)
@@ -124,6 +151,8 @@ def screen(
     """
     fields = _ITEM_FIELDS.get(schema)
     if not fields:
+        return record, []
+    if all(_all_short(record.get(field) or [], check, limits) for field, check in fields):
         return record, []
     refusals: list[Refusal] = []
     kept: dict[str, list[Any]] = {}

@@ -37,6 +37,8 @@ BATCH_FIELD = {
     "page_batch": "pages",
     "parsed_batch": "pages",
 }
+#: Batch schemas whose items carry a page body: only these are split by size.
+SIZED_SCHEMAS = frozenset({"page_batch", "parsed_batch"})
 #: Topics no stage consumes (they are outputs for people and tools).
 UNCONSUMED_TOPICS = frozenset({topology.CRAWL_LOG.name, topology.DEAD_LETTERS.name})
 #: Split a batch before it grows past this many encoded bytes (Kafka's default cap is 1 MB).
@@ -125,7 +127,8 @@ class Outbox:
         for (name, partition), batch in items.items():
             spec = ctx.specs[name]
             wrapper = BATCH_FIELD[spec.schema]
-            for chunk in _chunks(batch):
+            chunks = _chunks(batch) if spec.schema in SIZED_SCHEMAS else _count_chunks(batch)
+            for chunk in chunks:
                 await ctx.send(spec, partition, codec.encode(spec.schema, {wrapper: chunk}))
         for partition, record in logs:
             ctx.counters.outcomes[record["outcome"]] += 1
@@ -160,6 +163,15 @@ def _chunks(batch: list[Any]) -> list[list[Any]]:
     if current:
         out.append(current)
     return out
+
+
+def _count_chunks(batch: list[Any]) -> list[list[Any]]:
+    """`_chunks` of a batch whose items carry no body (URLs, fetch requests): every
+    item counts 256 bytes there, so the split is by count, without sizing each item."""
+    step = MAX_BATCH_BYTES // 256
+    if len(batch) <= step:
+        return [batch] if batch else []
+    return [batch[i : i + step] for i in range(0, len(batch), step)]
 
 
 def _approx_size(item: Any) -> int:

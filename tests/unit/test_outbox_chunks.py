@@ -6,7 +6,7 @@ from typing import Any
 
 import topology
 from streams import codec
-from streams.stages.context import MAX_BATCH_BYTES, Counters, _chunks
+from streams.stages.context import MAX_BATCH_BYTES, Counters, _chunks, _count_chunks
 
 
 def page(n: int, body_bytes: int) -> dict[str, Any]:
@@ -72,6 +72,13 @@ def test_many_small_items_split_by_count() -> None:
     chunks = _chunks(urls)
     assert [u for c in chunks for u in c] == urls
     assert len(chunks) == -(-len(urls) // (MAX_BATCH_BYTES // 256))
+
+
+def test_bodiless_batches_split_by_count_exactly_as_by_size() -> None:
+    step = MAX_BATCH_BYTES // 256
+    for n in (0, 1, step - 1, step, step + 1, 2 * step, 2 * step + 5):
+        urls = [{"url": f"https://e.example/{i}", "depth": 0} for i in range(n)]
+        assert _count_chunks(urls) == _chunks(urls), n
 
 
 def test_balanced_counts_consumed_topics_only() -> None:

@@ -96,3 +96,38 @@ def test_parsed_pages_check_page_original_and_base_but_not_links() -> None:
 def test_schemas_without_items_pass() -> None:
     record = {"url": LONG, "priority": 0}
     assert screen("seed", record, LIMITS) == (record, [])
+
+
+def test_the_quick_pass_and_the_exact_check_agree_at_the_limit() -> None:
+    """The one-pass length check only vouches for URLs of at most limit/4 characters;
+    anything longer is checked byte by byte, so multi-byte URLs are judged exactly."""
+    four = "\U0001f600"  # 4 bytes in UTF-8
+    at_limit = four * 25  # 100 bytes: allowed
+    over = four * 26  # 104 bytes: refused
+    three = "€" * 33  # 99 bytes, 33 characters (> 100 // 4): allowed after the exact check
+    for urls, refused in (
+        ([at_limit], []),
+        ([over], [0]),
+        ([three, "a" * 25], []),
+        (["a" * 100], []),
+        (["a" * 101, "a"], [0]),
+        (["\ud800" * 34], [0]),  # lone surrogates: 3 bytes each with surrogatepass
+    ):
+        record = {"urls": [cand(u) for u in urls]}
+        kept, refusals = screen("url_batch", record, LIMITS)
+        assert [int(r.reason.split("[")[1].split("]")[0]) for r in refusals] == refused, urls
+        if not refused:
+            assert kept is record
+
+
+def test_items_the_quick_pass_cannot_read_fall_back_to_the_exact_check() -> None:
+    record = {"urls": [cand("http://a.test/"), {"depth": 1}, "not a dict", cand(LONG)]}
+    kept, refusals = screen("url_batch", record, LIMITS)
+    assert kept == {"urls": [cand("http://a.test/"), {"depth": 1}, "not a dict"]}
+    assert [r.reason.split(":")[0] for r in refusals] == ["urls[3]"]
+    # a long host with short URLs is still refused
+    request = {"url": "http://a.test/", "host": "h" * 261, "kind": "page"}
+    kept, refusals = screen("fetch_batch", {"requests": [request]}, LIMITS)
+    assert kept is None and "host of 261 characters" in refusals[0].reason
+    record = {"requests": [{**request, "host": "h" * 260}]}
+    assert screen("fetch_batch", record, LIMITS) == (record, [])
