@@ -27,6 +27,7 @@ MutableMapping — a Faust table in the url-filter stage, a dict in unit tests.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import MutableMapping
 from dataclasses import dataclass
 from typing import Any
@@ -162,6 +163,22 @@ class SiteInfo:
         return (self.canonical, *self.aliases)
 
 
+#: URLs whose :func:`split_host` answer is remembered for
+#: :meth:`SiteRegistry.canonicalize` (url-filter maps each link, and a URL is linked
+#: from many pages), and the longest URL that is.
+SPLIT_CACHE_SIZE = 1 << 15
+SPLIT_CACHE_MAX_URL = 1024
+_split_host_cached = functools.lru_cache(maxsize=SPLIT_CACHE_SIZE)(split_host)
+
+
+def _split_host_memo(url: str) -> tuple[str, str, str] | None:
+    """:func:`split_host`, memoised for URLs up to :data:`SPLIT_CACHE_MAX_URL` (a pure
+    function of the string)."""
+    if len(url) <= SPLIT_CACHE_MAX_URL:
+        return _split_host_cached(url)
+    return split_host(url)
+
+
 class SiteRegistry:
     """Site records keyed by site key, over a MutableMapping (a Faust table, or a dict).
 
@@ -263,7 +280,7 @@ class SiteRegistry:
         Raises ValueError for anything that is not an http(s) URL with a host.
         """
         fixed = url if is_canonical else canonical(url)
-        parts = None if fixed is None else split_host(fixed)
+        parts = None if fixed is None else _split_host_memo(fixed)
         if parts is None:
             raise ValueError(f"not an absolute http(s) URL with a host: {url[:200]!r}")
         before, host, after = parts

@@ -96,3 +96,26 @@ def test_checks_run_in_order() -> None:
     assert reason(filter_url("https://x.example/a/a/a/", 5, both, ())).startswith("trap guard")
     assert reason(filter_url("https://x.example/", 5, both, ())).startswith("depth 5")
     assert reason(filter_url("https://x.example/", 1, both, ())).startswith("off-site")
+
+
+def test_a_remembered_verdict_is_the_verdict_and_the_rules_still_apply_each_time() -> None:
+    """url-filter meets a URL once per page linking to it, so the URL-only part (canonical
+    form, trap shape) is memoised: the second answer equals the first and an uncached
+    one, while depth and scope, which depend on the link, are judged on every call."""
+    from streams.core.filters import VERDICT_CACHE_MAX_URL, _vet, vet
+
+    urls = [
+        "HTTP://Example.COM:80/a/./b/../c#frag",
+        "https://x.example/a/a/a/",
+        "ftp://x/",
+        "https://example.com/" + "p" * VERDICT_CACHE_MAX_URL,  # too long to be remembered
+        "https://example.com/" + "a/" * 1200,  # a trap, and not remembered
+    ]
+    for url in urls:
+        assert vet(url) == vet(url) == _vet(url)
+    config = FilterConfig(max_depth=2, same_host=True)
+    seeds = {"example.com"}
+    assert filter_url(urls[0], 1, config, seeds) == "http://example.com/a/c"
+    assert reason(filter_url(urls[0], 3, config, seeds)) == "depth 3 over --max-depth 2"
+    assert reason(filter_url(urls[0], 1, config, {"other.example"})) == "off-site (--same-host)"
+    assert filter_url(urls[0], 1, config, seeds) == "http://example.com/a/c"
