@@ -279,6 +279,28 @@ _FAST_REL = re.compile(
 )
 
 
+# Absolute and scheme-relative links ("http://host:port/path?q", "//host/path") whose
+# authority is a plain host and port and whose path and query pass as above: the
+# authority's canonical form is ada's, memoised per authority (a page links few hosts,
+# and the same ones as its neighbours); the path needs no ada call, since the path
+# of an http(s) URL is parsed the same whatever its host. Dot segments, "//" paths,
+# userinfo and escapes in the path go to ada.
+_FAST_ABS = re.compile(
+    r"(https?:)?//([A-Za-z0-9.-]+(?::[0-9]*)?)"
+    r"((?:/[A-Za-z0-9_~!$&'()*+,;=@./-]*)?)(\?[A-Za-z0-9_~!$&()*+,;=@:/?.%-]*)?(?:#.*)?",
+    re.DOTALL,
+)
+
+
+@lru_cache(maxsize=4096)
+def _authority_prefix(scheme: str, authority: str) -> str | None:
+    """Canonical "scheme://host[:port]" of a plain authority (None: leave it to ada)."""
+    c = _canon_href(_serialize(f"{scheme}//{authority}/".encode(), None))
+    if c is None or c.find("/", len(scheme) + 2) != len(c) - 1:
+        return None
+    return c[:-1]
+
+
 def resolve_and_canonicalize(base: str, hrefs: Iterable[str], *, dedupe: bool = True) -> list[str]:
     """Resolve and canonicalise all links of one page; drop the uncrawlable ones.
 
@@ -299,10 +321,13 @@ def resolve_and_canonicalize(base: str, hrefs: Iterable[str], *, dedupe: bool = 
     seen: set[str] = set()
     fast_ok = b.ok
     fullmatch = _FAST_REL.fullmatch
+    abs_match = _FAST_ABS.fullmatch
+    base_scheme = b.prefix[: b.prefix.find(":") + 1]
     for href in hrefs:
         c: str | None = None
         try:
-            m = fullmatch(href) if fast_ok and href.isascii() else None
+            plain = fast_ok and href.isascii()
+            m = fullmatch(href) if plain and not href.startswith("//") else None
             if m is not None:
                 path, query = m.group(1, 2)
                 if not path:
@@ -312,6 +337,12 @@ def resolve_and_canonicalize(base: str, hrefs: Iterable[str], *, dedupe: bool = 
                     if path[0] != "/":
                         path = b.dir + path
                     c = b.prefix + path + (_normalize_pct(query) if query else "")
+            elif plain and (a := abs_match(href)) is not None:
+                scheme, authority, path, query = a.group(1, 2, 3, 4)
+                if "/." not in path and not path.startswith("//"):
+                    prefix = _authority_prefix(scheme or base_scheme, authority)
+                    if prefix is not None:
+                        c = prefix + (path or "/") + (_normalize_pct(query) if query else "")
             if c is None:
                 c = _canon_href(_serialize(_utf8(href), b.raw))
         except Exception:

@@ -419,3 +419,24 @@ def test_trap_limits_are_keyword_args() -> None:
 def test_trap_clean_urls() -> None:
     for url in ["http://example.com", "http://example.com/", "http://example.com/a/b/c.html?q"]:
         assert trap_reason(url) is None
+
+
+def test_batch_resolution_of_demo_web_links_is_ada_s() -> None:
+    """Every link of the demo web's pages (relative, absolute and scheme-relative, to
+    hosts with 5-digit ports) resolves in the batch path as ada resolves it alone."""
+    from streams.core.parsing import parse_html
+    from streams.demo.webgen import DemoWeb, WebSpec
+
+    for ip in (True, False):
+        web = DemoWeb(WebSpec(hosts=5, pages_per_host=20, use_ip_hosts=ip)).with_port(39393)
+        checked = 0
+        for url in web.served_urls():
+            host, _, path = url.split("://", 1)[1].partition("/")
+            served = web.page(host, "/" + path)
+            if served is None or "html" not in served[1].get("Content-Type", ""):
+                continue
+            links = parse_html(served[2], "utf-8").links
+            expected = [c for c in (resolve_canonical(url, h) for h in links) if c is not None]
+            assert resolve_and_canonicalize(url, links, dedupe=False) == expected
+            checked += len(links)
+        assert checked > 1000

@@ -181,8 +181,19 @@ REL_CHARS = st.sampled_from(
 RELS = st.lists(REL_CHARS, max_size=15).map("".join)
 
 
+# Absolute and scheme-relative links shaped for the authority fast path (plain host,
+# any port spelling), with paths and queries from RELS.
+ABS_LINKS = st.builds(
+    lambda scheme, host, port, rest: f"{scheme}//{host}{port}{rest}",
+    st.sampled_from(["http:", "https:", "", "HTTP:", "ftp:", "http:/"]),
+    st.one_of(HOSTS, st.sampled_from(["127.0.1.11", "a.b", "A.B", "1.2.3", "-", "."])),
+    st.sampled_from(["", ":", ":80", ":443", ":0080", ":39393", ":65536", ":99999", ":x"]),
+    st.one_of(RELS.map(lambda r: "/" + r), RELS),
+)
+
+
 @FAST
-@given(BASES, st.one_of(RELS, URL_LIKE, st.text(max_size=30)))
+@given(BASES, st.one_of(RELS, URL_LIKE, ABS_LINKS, st.text(max_size=30)))
 def test_batch_fast_path_agrees_with_ada(base: str, href: str) -> None:
     single = resolve_canonical(base, href)
     r = resolve(base, href)
