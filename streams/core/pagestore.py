@@ -1114,7 +1114,11 @@ class PageStore:
         near_duplicate_of: str | None = None,
         near_distance: int = 0,
         simhash: int | None = None,
+        payload_digest: str | None = None,
     ) -> _Pending:
+        """``payload_digest``: the body's ``sha1:`` digest when the caller took it already
+        (link-extract does, to find a capture stored before), so the body is not hashed
+        twice; it must be the body's (warcio's check verifies it)."""
         self._check_writable()
         url_b = _url_bytes(url)
         if near_duplicate_of is not None:
@@ -1131,7 +1135,7 @@ class PageStore:
             headers=_normalize_headers(_check_headers(headers), len(body)),
             body=body,
             ip=ip,
-            digest=_sha1_b32(body),
+            digest=_sha1_b32(body) if payload_digest is None else payload_digest,
             truncated=bool(truncated),
             revisit_of=None,
             orig_micros=0,

@@ -86,6 +86,8 @@ def handle(
                 "ip": page["ip"],
                 "truncated": page["truncated"],
             }
+            if stored is not None:  # the body's digest, taken by _stored_before
+                write["payload_digest"] = stored[0]
             if near:
                 write["near_duplicate_of"] = near["url"]
                 write["near_distance"] = near["distance"]

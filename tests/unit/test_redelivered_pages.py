@@ -3,7 +3,14 @@ keeps one response record per URL (streams/stages/link_extract.py)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from types import SimpleNamespace
+
+from warcio.archiveiterator import ArchiveIterator
+
 from streams.core.freshness import RevisitPolicy, RevisitSchedule
+from streams.core.pagestore import PageStore
+from streams.stages import link_extract
 from streams.stages.dedup import payload_digest
 from streams.stages.link_extract import SAME_CAPTURE, _stored_before
 
@@ -64,3 +71,55 @@ def test_two_captures_in_one_batch() -> None:
     first = _stored_before(revisits, page(b"<p>x", 1.0))[0]
     _, again = _stored_before(revisits, page(b"<p>x", 5.0), in_batch=first)
     assert again is not None and again is not SAME_CAPTURE and again["fetched_at"] == 1.0
+
+
+def test_link_extract_stores_the_digest_it_took(tmp_path: Path) -> None:
+    """link-extract hands the payload digest it took (to find a stored capture) to the
+    page store, which no longer hashes the body again: the records it writes still
+    verify under warcio's digest check, and the index and revisit record agree."""
+    store = PageStore(str(tmp_path / "pages"))
+    revisits = schedule()
+    ctx = SimpleNamespace(
+        limits=SimpleNamespace(max_url_bytes=8192),
+        settings=SimpleNamespace(near_dup_extract_links=False),
+        counters=SimpleNamespace(pages_stored=0),
+        url_partition=lambda url: 0,
+    )
+    out = SimpleNamespace(add=lambda *args: None, log=lambda record: None)
+    bodies = [b"<p>x", b"<p>" + bytes(range(256)) * 40, b""]
+    batch = {
+        "pages": [
+            {
+                "page": {
+                    "url": f"http://a.example/{i}",
+                    "status": 200,
+                    "headers": [{"name": "Content-Type", "value": "text/html"}],
+                    "body": body,
+                    "fetched_at": 1.0 + i,
+                    "ip": "127.0.0.1",
+                    "truncated": False,
+                    "depth": 0,
+                },
+                "fingerprint": f"fp{i}",
+                "links": ["/next"],
+                "base": None,
+                "nofollow": False,
+                "duplicate_of": None,
+                "near_duplicate_of": None,
+            }
+            for i, body in enumerate(bodies)
+        ]
+    }
+    link_extract.handle(ctx, batch, store, out, revisits)  # type: ignore[arg-type]
+    store.close()
+    digests = {}
+    for segment in sorted((tmp_path / "pages").rglob("*.warc.gz")):
+        with segment.open("rb") as f:
+            for record in ArchiveIterator(f, check_digests="raise"):
+                if record.rec_type == "response":
+                    uri = record.rec_headers.get_header("WARC-Target-URI")
+                    digests[uri] = record.rec_headers.get_header("WARC-Payload-Digest")
+                    record.content_stream().read()
+    assert digests == {f"http://a.example/{i}": payload_digest(b) for i, b in enumerate(bodies)}
+    for i, body in enumerate(bodies):
+        assert (revisits.record(f"http://a.example/{i}") or {})["digest"] == payload_digest(body)
