@@ -248,3 +248,32 @@ def test_band_keys_route_each_band_to_its_own_partition_key() -> None:
     assert keys == [f"b{k:x}" for k in bands(fp, 3)] and len(set(keys)) == 4
     parts = {dedup.dedup_partition(ctx, "f", to_signed(fp), b) for b in range(4)}
     assert parts <= set(range(64))
+
+
+@pytest.mark.parametrize("partitions", [1, 4, 9])
+def test_memoised_band_routes_are_the_computed_ones(
+    partitions: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """band_route keeps recent routes: whatever the cache holds (filled past its bound,
+    other partition counts and distances interleaved), a route is the one computed
+    afresh from the bands, and the message keying (dedup_partition) follows it."""
+    monkeypatch.setattr(dedup, "_ROUTES_MAX", 64)
+    rng = random.Random(partitions)
+    ctx = FakeCtx(Settings(partitions=partitions))
+    other = FakeCtx(Settings(partitions=partitions + 1))
+
+    def fresh(fingerprint: int, distance: int) -> list[tuple[int, str, int]]:
+        keys = [f"b{key:x}" for key in bands(to_unsigned(fingerprint), distance)]
+        route = [(band, key, partition_for(key, partitions)) for band, key in enumerate(keys)]
+        first = route[0][2]
+        return sorted(route, key=lambda r: (r[0] != 0, r[2] != first, r[2], r[0]))
+
+    fingerprints = [to_signed(rng.getrandbits(64)) for _ in range(100)]
+    for _ in range(2):
+        for fingerprint in fingerprints:
+            for distance in (3, 7):
+                dedup.band_route(other, fingerprint, distance)  # type: ignore[arg-type]
+                route = dedup.band_route(ctx, fingerprint, distance)  # type: ignore[arg-type]
+                assert route == fresh(fingerprint, distance)
+                assert dedup.band_route(ctx, fingerprint, distance) is route  # type: ignore[arg-type]
+    assert len(dedup._ROUTES) <= 64
