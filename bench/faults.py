@@ -356,6 +356,7 @@ def judge(
         by_host[r["host"]].append(r)
     too_close: list[tuple[str, float]] = []
     too_close_detail: list[str] = []
+    too_close_at: list[float] = []
     t0 = min((r["start"] for r in requests), default=0.0)
     for host, rs in by_host.items():
         rs.sort(key=lambda r: r["start"])
@@ -363,6 +364,7 @@ def judge(
             gap = b["start"] - a["end"]
             if gap < plan.delay - SLACK:
                 too_close.append((host, round(gap, 4)))
+                too_close_at.append(b["start"])
                 too_close_detail.append(
                     f"{host}: {a['path']} {a['start'] - t0:.3f}-{a['end'] - t0:.3f} s then "
                     f"{b['path']} {b['start'] - t0:.3f}-{b['end'] - t0:.3f} s"
@@ -413,11 +415,52 @@ def judge(
     )
     assert not too_close, (
         f"requests closer than the delay (or overlapping): {too_close[:5]}; "
-        f"{'; '.join(too_close_detail[:5])}; kills: {kill_times}"
+        f"{'; '.join(too_close_detail[:5])}; kills: {kill_times}; "
+        f"worker log lines around them (t0 = first request, {t0:.3f}):\n"
+        + "\n".join(worker_log_lines(root, too_close_at[:3], t0))
     )
     assert not stored_twice, f"stored twice: {sorted(stored_twice)[:5]} ({report})"
     assert extra <= in_flight_bound, (extra, in_flight_bound, sorted(twice)[:5])
     return report
+
+
+#: Worker log lines that say what the group and the fetch gate did around a failure.
+LOG_SIGNS = (
+    "Heartbeat",
+    "Revoking",
+    "Joined group",
+    "Successfully synced",
+    "Seek stream partitions",
+    "Worker ready",
+    "rebalance:",
+    "frontier:",
+    "fetch:",
+    "membership",
+    "Marking the coordinator",
+)
+
+
+def worker_log_lines(
+    root: Path, around: list[float], t0: float, window: float = 4.0, limit: int = 60
+) -> list[str]:
+    """The workers' log lines (every process's log under `root`) about the group and
+    the fetch gate within `window` seconds of the times `around`, oldest first, each
+    with its process's log file and its time from `t0`. The logs stay in the run's
+    directory; this puts what matters into the failure message."""
+    found: list[tuple[float, str]] = []
+    for path in sorted(root.glob("spare-*.log")):
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            if not line.startswith("[20") or not any(sign in line for sign in LOG_SIGNS):
+                continue
+            try:
+                at = time.mktime(time.strptime(line[1:20], "%Y-%m-%d %H:%M:%S"))
+                at += int(line[21:24]) / 1000.0
+            except ValueError:
+                continue
+            if any(abs(at - t) <= window for t in around):
+                found.append((at, f"{at - t0:8.3f} s {path.name}: {line[26:200]}"))
+    found.sort()
+    return [text for _, text in found[:limit]]
 
 
 def main() -> int:

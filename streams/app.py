@@ -104,6 +104,7 @@ class SeineApp:
                 if tp.topic == topology.topic_name(self.settings.app_id, topology.FRONTIER)
             ),
             "stale_fetches_skipped": self.fetch.stale_skipped,
+            "duplicate_fetch_requests": self.frontier.duplicate_requests,
             "queued": self.frontier.queued,
             "fetched": c.outcomes.get("fetched", 0),
             "pages_stored": c.pages_stored,
@@ -306,7 +307,7 @@ def create_app(settings: Settings) -> SeineApp:
         settings.max_in_flight,
         sitemaps=sitemap_config,
         revisits=revisits,
-        is_current=the_frontier.is_current,
+        claim=the_frontier.claim,
     )
     seine = SeineApp(app, settings, ctx, the_frontier, store, fetch_stage)
     filter_config = FilterConfig(max_depth=settings.max_depth, same_host=settings.same_host)

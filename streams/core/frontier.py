@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import functools
 import heapq
+import logging
 import time
 from collections.abc import Callable, Iterable, MutableMapping
 from dataclasses import dataclass, field
@@ -42,6 +43,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from streams.core.robots import RobotsRules
+
+log = logging.getLogger("seine.frontier")
 
 HostState = dict[str, Any]
 QueueItem = dict[str, Any]
@@ -188,6 +191,11 @@ class Frontier:
         self._dirty: dict[str, HostState] = {}
         #: Busy hosts are few (at most the fetches in flight), so their leases live in memory.
         self._busy: dict[str, HostState] = {}
+        #: The dispatch (its ``dispatched_at``) whose request the fetch stage has started,
+        #: per busy host: a request delivered twice is started once (``claim``).
+        self._started: dict[str, float] = {}
+        #: Requests delivered again while in flight, refused by claim().
+        self.duplicate_requests = 0
         #: URLs waiting in queues of hosts this worker owns, per partition (for idle
         #: detection and progress; per partition so that a revoked one can be forgotten).
         self._queued: dict[int, int] = {}
@@ -299,6 +307,7 @@ class Frontier:
         self._queued.pop(partition, None)
         for authority in [a for a, _ in self._busy_hosts(partition)]:
             del self._busy[authority]
+            self._started.pop(authority, None)
             self.in_flight = max(0, self.in_flight - 1)
         for authority in [a for a in self._dirty if self.partition_of(a) == partition]:
             del self._dirty[authority]
@@ -311,6 +320,27 @@ class Frontier:
         second request to the host in flight."""
         state = self._busy.get(host)
         return state is not None and float(state.get("busy") or 0.0) == dispatched_at
+
+    def claim(self, host: str, dispatched_at: float) -> bool:
+        """May the fetch stage start this request now? Only if it is current
+        (``is_current``) and not started already. A fetch request message can be
+        delivered twice while its dispatch is still the one the frontier waits for (a
+        consumer that seeks back to the committed offset after handing out the
+        messages past it, at a rebalance): both copies are current, and performing
+        both asked the host for the same URL twice within milliseconds."""
+        if not self.is_current(host, dispatched_at):
+            return False
+        if self._started.get(host) == dispatched_at:
+            self.duplicate_requests += 1
+            log.info(
+                "frontier: the request of %s dispatched at %.6f came again while it is "
+                "in flight: not started twice",
+                host,
+                dispatched_at,
+            )
+            return False
+        self._started[host] = dispatched_at
+        return True
 
     # -- inputs -------------------------------------------------------------------
 
@@ -415,6 +445,7 @@ class Frontier:
             return []  # the answer to a dispatch before the one in flight now
         state = _copy(state)
         self._busy.pop(host, None)
+        self._started.pop(host, None)
         self.in_flight = max(0, self.in_flight - 1)
         inflight: QueueItem = state.get("inflight") or {}
         state_url = str(inflight.get("url") or f"{state['origin']}/robots.txt")

@@ -46,13 +46,14 @@ class FetchStage:
         *,
         sitemaps: SitemapConfig | None = None,
         revisits: RevisitSchedule | None = None,
-        is_current: Callable[[str, float], bool] | None = None,
+        claim: Callable[[str, float], bool] | None = None,
     ) -> None:
         self.ctx = ctx
-        #: (host, dispatched_at) → is this the dispatch the frontier waits for? A stale
-        #: request is skipped: it is read again after a rebalance, or was re-dispatched.
-        self.is_current = is_current
-        #: Requests skipped as stale (see is_current).
+        #: (host, dispatched_at) → may this request start now? Only the dispatch the
+        #: frontier waits for, once (``Frontier.claim``). Any other is skipped: read again
+        #: after a rebalance, re-dispatched since, or delivered twice.
+        self.claim = claim
+        #: Requests skipped (see claim).
         self.stale_skipped = 0
         self.fetcher = fetcher
         self.sitemaps = sitemaps if sitemaps is not None else SitemapConfig(enabled=False)
@@ -71,10 +72,15 @@ class FetchStage:
                 headers = self.revisits.headers_for(request["url"]) or None
             await self._slots.acquire()
             # asked after the wait for a slot: a rebalance may have come meanwhile
-            if self.is_current is not None and not self.is_current(
-                request["host"], request["dispatched_at"]
-            ):
+            if self.claim is not None and not self.claim(request["host"], request["dispatched_at"]):
                 self.stale_skipped += 1
+                log.debug(
+                    "fetch: request for %s (dispatched at %.6f, partition %d) skipped: "
+                    "not the frontier's current dispatch, or already started",
+                    request["url"],
+                    request["dispatched_at"],
+                    partition,
+                )
                 self._slots.release()
                 continue
             self.ctx.counters.fetch_in_flight += 1

@@ -895,6 +895,38 @@ def test_a_completion_of_an_earlier_dispatch_does_not_release_the_host() -> None
     h.check_counters()
 
 
+def test_a_request_delivered_twice_is_started_once() -> None:
+    """The fetch stage asks ``claim`` before each request: a fetch request message
+    delivered twice while its dispatch is in flight (read again after a seek back to the
+    committed offset) must not ask the host a second time. The fault test saw the same
+    URL requested twice 23-134 ms apart over one worker's connection."""
+    h = Harness(Politeness(delay=1.0))
+    h.open_host("a.example", b"", "/1", "/2")
+    h.clock.advance(1)
+    (first,) = h.dispatched()
+    assert h.frontier.claim("a.example", first.dispatched_at)
+    assert h.frontier.is_current("a.example", first.dispatched_at)  # still the current one
+    assert not h.frontier.claim("a.example", first.dispatched_at)  # the second copy
+    assert h.frontier.duplicate_requests == 1
+    # a lease expiry re-dispatches it: the new dispatch may start (once)
+    h.clock.advance(h.frontier.policy.fetch_lease)
+    (again,) = h.frontier.expire_leases(0)
+    assert not h.frontier.claim("a.example", first.dispatched_at)
+    assert h.frontier.claim("a.example", again.dispatched_at)
+    assert not h.frontier.claim("a.example", again.dispatched_at)
+    h.frontier.complete(
+        "a.example", "page", 200, "fetched", 5.0, h.clock(), dispatched_at=again.dispatched_at
+    )
+    assert not h.frontier.claim("a.example", again.dispatched_at)  # answered: not current
+    h.clock.advance(1)
+    (second,) = h.dispatched()
+    assert second.url == "http://a.example/2"
+    assert h.frontier.claim("a.example", second.dispatched_at)
+    # forgotten with its partition (a revocation): nothing of it may start
+    h.frontier.forget(0)
+    assert not h.frontier.claim("a.example", second.dispatched_at)
+
+
 def test_forget_drops_only_that_partition() -> None:
     h = Harness(partition_of=lambda authority: 0 if authority.startswith("a") else 1)
     for host in ("a.example", "b.example"):
