@@ -23,9 +23,11 @@ What it does, and why each part is there:
   requests to one host all come from what the *server* saw, not from either crawler's
   own account. The server's CPU use during each crawl is printed so that "not the
   bottleneck" can be checked rather than assumed.
-* **Seine** runs as ``seine crawl --until-idle --workers N`` (N: one worker process per
-  core, at most ``--partitions``; Scrapy is one process, and cannot use a second core)
-  with its embedded broker (Tansu), so the
+* **Seine** runs as ``seine crawl --until-idle --workers N --partitions N`` (N: one
+  worker process per core, and one partition per worker: Scrapy is one process and
+  cannot use a second core; each partition more splits every stage's batches into more,
+  smaller messages, which cost the workers and the broker per message) with its
+  embedded broker (Tansu), so the
   wall time includes starting the broker, creating topics, joining the consumer group and
   the idle detection at the end: that is why two durations are reported, "wall incl.
   broker start" (process start to exit) and "crawl phase" (first to last request, from
@@ -916,7 +918,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=1, help="the web generator's seed")
     p.add_argument("--server", choices=("auto", "nginx", "python"), default="auto")
     p.add_argument("--only", choices=("seine", "scrapy"), help="run one crawler only")
-    p.add_argument("--partitions", type=int, default=4, help="seine --partitions")
+    p.add_argument(
+        "--partitions",
+        type=int,
+        default=None,
+        help="seine --partitions (default: one per worker; every extra partition splits "
+        "each stage's batches into more, smaller messages)",
+    )
     p.add_argument(
         "--workers",
         type=int,
@@ -980,7 +988,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         use_ip_hosts=not args.named_hosts,
     )
     if args.workers is None:
-        args.workers = max(1, min(os.cpu_count() or 1, args.partitions))
+        args.workers = max(1, min(os.cpu_count() or 1, args.partitions or 1 << 16))
+    if args.partitions is None:
+        args.partitions = args.workers
     crawlers = [args.only] if args.only else ["seine", "scrapy"]
     work = Path(tempfile.mkdtemp(prefix="seine-crawl-bench-"))
     site: Site | None = None
