@@ -406,23 +406,70 @@ def test_inconsistent_columns_are_a_decode_error(bad: dict[str, Any]) -> None:
         codec.decode("frontier_event", _raw("frontier_event", event))
 
 
-def test_headers_travel_as_two_arrays() -> None:
-    page = {**PAGE, "headers": [{"name": "A", "value": "1"}, {"name": "A", "value": "2"}]}
+def test_headers_travel_as_lines_or_as_two_arrays() -> None:
+    page = {**PAGE, "headers": [{"name": "A", "value": "1"}, {"name": "A", "value": ""}]}
     wire = codec.wire_form("page_batch", {"pages": [page]})["pages"][0]
-    assert (wire["header_names"], wire["header_values"]) == (["A", "A"], ["1", "2"])
-    assert codec.decode("page_batch", codec.encode("page_batch", {"pages": [page]})) == {
-        "pages": [page]
-    }
+    assert (wire["header_lines"], wire["header_names"], wire["header_values"]) == (
+        "A\n1\nA\n\n",
+        [],
+        [],
+    )
     # The stage's own dict is not changed by encoding it.
-    assert "header_names" not in page
-    bad = {**wire, "header_values": ["1"]}
-    with pytest.raises(DecodeError, match="header"):
-        codec.decode("page_batch", _raw("page_batch", {"pages": [bad]}))
-    with pytest.raises(DecodeError, match="header"):
-        codec.decode(
-            "parsed_batch",
-            _raw(
-                "parsed_batch",
-                {"pages": [{**EXAMPLES["parsed_batch"][0]["pages"][0], "page": bad}]},
-            ),
-        )
+    assert "header_lines" not in page
+    # A line feed in a value: the headers travel as two arrays instead.
+    odd = {**PAGE, "headers": [{"name": "B", "value": "x\ny"}, {"name": "C", "value": "z"}]}
+    wire_odd = codec.wire_form("page_batch", {"pages": [odd]})["pages"][0]
+    assert (wire_odd["header_lines"], wire_odd["header_names"], wire_odd["header_values"]) == (
+        "",
+        ["B", "C"],
+        ["x\ny", "z"],
+    )
+    for p in (page, odd, {**PAGE, "headers": []}):
+        assert codec.decode("page_batch", codec.encode("page_batch", {"pages": [p]})) == {
+            "pages": [p]
+        }
+        parsed = {**EXAMPLES["parsed_batch"][0]["pages"][0], "page": p}
+        assert codec.decode("parsed_batch", codec.encode("parsed_batch", {"pages": [parsed]})) == {
+            "pages": [parsed]
+        }
+    plain = {**wire, "header_lines": "", "header_names": ["A"], "header_values": ["1"]}
+    assert codec.decode("page_batch", _raw("page_batch", {"pages": [plain]}))["pages"][0][
+        "headers"
+    ] == [{"name": "A", "value": "1"}]
+    for bad in (
+        {**wire_odd, "header_values": ["1"]},
+        {**wire, "header_lines": "A\n1\nB\n"},
+        {**wire, "header_lines": "A\n1"},
+        {**wire, "header_names": ["A"], "header_values": ["1"]},
+    ):
+        with pytest.raises(DecodeError, match="header"):
+            codec.decode("page_batch", _raw("page_batch", {"pages": [bad]}))
+        parsed_bad = {
+            **codec.wire_form("parsed_batch", EXAMPLES["parsed_batch"][0])["pages"][0],
+            "page": bad,
+        }
+        with pytest.raises(DecodeError, match="header"):
+            codec.decode("parsed_batch", _raw("parsed_batch", {"pages": [parsed_bad]}))
+
+
+@pytest.mark.parametrize(
+    "links",
+    [[], [""], ["", ""], ["/a", "", "https://b.example/ü"], ["/a\nb", "/c"], ["\n"], ["x\r", "y"]],
+)
+def test_links_round_trip_packed_or_listed(links: list[str]) -> None:
+    item = {**EXAMPLES["parsed_batch"][0]["pages"][0], "links": links}
+    wire = codec.wire_form("parsed_batch", {"pages": [item]})["pages"][0]
+    if any("\n" in link for link in links):
+        assert (wire["link_lines"], wire["links"]) == ("", links)
+    else:
+        assert wire["links"] == [] and wire["link_lines"] == "".join(f"{x}\n" for x in links)
+    decoded = codec.decode("parsed_batch", codec.encode("parsed_batch", {"pages": [item]}))
+    assert decoded == {"pages": [item]}
+    assert item["links"] is links  # the stage's dict is left alone
+
+
+def test_malformed_link_lines_are_a_decode_error() -> None:
+    wire = codec.wire_form("parsed_batch", EXAMPLES["parsed_batch"][0])["pages"][0]
+    for bad in ({**wire, "link_lines": "/a"}, {**wire, "link_lines": "/a\n", "links": ["/b"]}):
+        with pytest.raises(DecodeError, match="links"):
+            codec.decode("parsed_batch", _raw("parsed_batch", {"pages": [bad]}))
