@@ -36,6 +36,8 @@ from __future__ import annotations
 import functools
 import heapq
 import logging
+import math
+import re
 import time
 from collections.abc import Callable, Iterable, MutableMapping
 from dataclasses import dataclass, field
@@ -62,8 +64,28 @@ ROBOTS_MAX_TRIES = 3
 MAX_RETRIES = 3
 
 
+#: The authority of a URL in canonical form: lower-case scheme and host, no userinfo, a
+#: port without leading zeros; what it matches, urlsplit would answer the same.
+_PLAIN_AUTHORITY = re.compile(r"https?://([a-z0-9._-]+)(:[1-9][0-9]{0,4})?(?=[/?#]|\Z)")
+
+
 def authority_of(url: str) -> str:
-    """``host[:port]`` of an absolute URL, lower-cased: the unit of politeness."""
+    """``host[:port]`` of an absolute URL, lower-cased: the unit of politeness.
+
+    A URL in canonical form (every URL the frontier queues) is read by a regex,
+    a third of urlsplit's cost; anything else, an out-of-range port included, goes
+    to urlsplit (unit-tested to agree)."""
+    m = _PLAIN_AUTHORITY.match(url)
+    if m is not None:
+        port = m[2]
+        if port is None:
+            return m[1]
+        if int(port[1:]) <= 65535:
+            return url[m.start(1) : m.end(2)]
+    return _authority_by_urlsplit(url)
+
+
+def _authority_by_urlsplit(url: str) -> str:
     parts = urlsplit(url)
     host = (parts.hostname or "").lower()
     try:
@@ -74,6 +96,9 @@ def authority_of(url: str) -> str:
         host = f"[{host}]"
     return f"{host}:{port}" if port else host
 
+
+#: Host states the frontier keeps in memory besides writing them (:meth:`Frontier._get`).
+HOST_CACHE_SIZE = 1 << 14
 
 #: Front tiers (0 = most important) and the weighted-round-robin share of each.
 TIERS = 4
@@ -189,6 +214,8 @@ class Frontier:
         #: each by flush(): a host's state changes several times in one event (enqueue,
         #: completion, dispatch), and every table write is a changelog record.
         self._dirty: dict[str, HostState] = {}
+        #: Host states as last written or read (see `_get`), at most HOST_CACHE_SIZE.
+        self._cache: dict[str, HostState] = {}
         #: Busy hosts are few (at most the fetches in flight), so their leases live in memory.
         self._busy: dict[str, HostState] = {}
         #: The dispatch (its ``dispatched_at``) whose request the fetch stage has started,
@@ -196,6 +223,10 @@ class Frontier:
         self._started: dict[str, float] = {}
         #: Requests delivered again while in flight, refused by claim().
         self.duplicate_requests = 0
+        #: Per partition, a lower bound of its busy hosts' dispatch times: until the
+        #: oldest lease could have run out, `expire_leases` need not look at them all
+        #: (it is asked at every event, and there is a busy host per fetch in flight).
+        self._oldest_lease: dict[int, float] = {}
         #: URLs waiting in queues of hosts this worker owns, per partition (for idle
         #: detection and progress; per partition so that a revoked one can be forgotten).
         self._queued: dict[int, int] = {}
@@ -218,14 +249,40 @@ class Frontier:
     # -- write-back of host states ------------------------------------------------
 
     def _get(self, authority: str) -> HostState | None:
+        """The host's state: changed in this event, else as this frontier last wrote or
+        read it, else from `hosts`.
+
+        The frontier is the only writer of `hosts`, and every write goes through
+        `_put`/`flush`, which keep the cache, so a cached state is the table's (states
+        are copied before they are changed, never changed in place once written). A
+        table read is a RocksDB get and a JSON decode of the whole state, robots.txt
+        body included, and a host is read at every event that touches it: enqueue,
+        re-tier, completion, dispatch. What another worker may have written while it
+        owned a partition is dropped with the partition (`forget`, at every rebalance).
+        """
         state = self._dirty.get(authority)
-        return state if state is not None else self.hosts.get(authority)
+        if state is not None:
+            return state
+        state = self._cache.get(authority)
+        if state is not None:
+            return state
+        state = self.hosts.get(authority)
+        if state is not None:
+            self._remember(authority, state)
+        return state
+
+    def _remember(self, authority: str, state: HostState) -> None:
+        cache = self._cache
+        if len(cache) >= HOST_CACHE_SIZE and authority not in cache:
+            cache.clear()  # cheaper than LRU bookkeeping on the hot path
+        cache[authority] = state
 
     def _put(self, authority: str, state: HostState) -> None:
         if self.write_back:
             self._dirty[authority] = state
         else:
             self.hosts[authority] = state
+            self._remember(authority, state)
 
     def flush(self) -> int:
         """Write every host state changed since the last flush; returns how many.
@@ -236,6 +293,7 @@ class Frontier:
         dirty, self._dirty = self._dirty, {}
         for authority, state in dirty.items():
             self.hosts[authority] = state
+            self._remember(authority, state)
         return len(dirty)
 
     # -- recovery -----------------------------------------------------------------
@@ -305,6 +363,7 @@ class Frontier:
         owner, or this worker when the partition comes back, adopts it from them."""
         self._partitions.pop(partition, None)
         self._queued.pop(partition, None)
+        self._oldest_lease.pop(partition, None)
         for authority in [a for a, _ in self._busy_hosts(partition)]:
             del self._busy[authority]
             self._started.pop(authority, None)
@@ -312,6 +371,7 @@ class Frontier:
         for authority in [a for a in self._dirty if self.partition_of(a) == partition]:
             del self._dirty[authority]
         self._rules.clear()  # rebuilt from host states on demand; another owner may refresh
+        self._cache.clear()  # the next owner may write them; re-read from the table
 
     def is_current(self, host: str, dispatched_at: float) -> bool:
         """Is this the fetch the frontier is waiting for? A fetch request read again
@@ -525,9 +585,16 @@ class Frontier:
     def expire_leases(self, partition: int) -> list[Dispatch]:
         """Re-dispatch fetches whose completion never came (a lost message, a dead task)."""
         now = self.clock()
+        lease = self.policy.fetch_lease
+        oldest = self._oldest_lease.get(partition)
+        if oldest is None or now - oldest < lease:
+            return []  # no lease of the partition can have run out (see _note_lease)
         again: list[Dispatch] = []
+        oldest = math.inf
         for authority, state in list(self._busy_hosts(partition)):
-            if now - float(state["busy"]) < self.policy.fetch_lease:
+            busy = float(state["busy"])
+            if now - busy < lease:
+                oldest = min(oldest, busy)
                 continue
             item = state.get("inflight") or {}
             kind = "robots" if state.get("robots") == ROBOTS_PENDING else item.get("kind", "page")
@@ -536,8 +603,23 @@ class Frontier:
             state["busy"] = now
             self._put(authority, state)
             self._busy[authority] = state
+            oldest = min(oldest, now)
             again.append(Dispatch(url, authority, kind, int(item.get("depth", 0)), now))
+        if oldest == math.inf:
+            del self._oldest_lease[partition]
+        else:
+            self._oldest_lease[partition] = oldest
         return again
+
+    def _note_lease(self, authority: str, at: float) -> None:
+        """A fetch of `authority` was dispatched `at`: keep its partition's bound (a
+        host released since leaves the bound too old, which costs one needless scan;
+        ``now - at`` grows as `at` falls, so a bound that has not run out proves that
+        no busy host's lease has)."""
+        partition = self.partition_of(authority)
+        oldest = self._oldest_lease.get(partition)
+        if oldest is None or at < oldest:
+            self._oldest_lease[partition] = at
 
     def next_wake(self, partition: int) -> float | None:
         pq = self._partitions.get(partition)
@@ -743,6 +825,7 @@ class Frontier:
         state["inflight"] = item
         self._put(authority, state)
         self._busy[authority] = state
+        self._note_lease(authority, now)
         self.in_flight += 1
 
     def _next_fetch(

@@ -940,3 +940,93 @@ def test_forget_drops_only_that_partition() -> None:
     assert h.frontier.knows_partition(0) and not h.frontier.knows_partition(1)
     h.frontier.adopt(1, list(h.hosts.items()))
     assert h.frontier.queued == 4
+
+
+def test_leases_of_hosts_dispatched_at_different_times_expire_each_on_time() -> None:
+    """`expire_leases` skips its scan while the partition's oldest dispatch is younger
+    than a lease: a host dispatched later, or released and dispatched again, still
+    has its lease expire exactly a lease after its own dispatch."""
+    h = Harness(Politeness(fetch_lease=60.0), partition_of=lambda a: 0 if a < "c" else 1)
+    h.open_host("a.example", b"", "/1", "/2")
+    (a1,) = h.dispatched()
+    h.clock.advance(20.0)
+    h.open_host("b.example", b"", "/1")
+    (b1,) = h.dispatched()
+    h.frontier.enqueue("http://c.example/1")  # another partition: its own bound
+    (robots,) = h.dispatched(1)
+    h.finish(robots, 200, body=b"")
+    (c1,) = h.dispatched(1)
+    h.clock.advance(39.0)
+    assert h.frontier.expire_leases(0) == [] and h.frontier.expire_leases(1) == []
+    h.finish(a1)  # a.example released: the bound is now too old, which costs a scan
+    h.clock.advance(10.0)
+    (a2,) = h.dispatched()  # its next page, dispatched now
+    h.clock.advance(1.0)
+    assert h.frontier.expire_leases(0) == []  # b.example's lease has 10 s left
+    h.clock.advance(10.0)
+    assert [d.host for d in h.frontier.expire_leases(0)] == ["b.example"]
+    assert [d.host for d in h.frontier.expire_leases(1)] == ["c.example"]
+    h.clock.advance(48.0)
+    assert h.frontier.expire_leases(0) == []  # a.example's lease has 1 s left
+    h.clock.advance(1.0)
+    assert [(d.host, d.url) for d in h.frontier.expire_leases(0)] == [("a.example", a2.url)]
+    assert b1.host == "b.example" and c1.host == "c.example"
+    h.frontier.forget(0)
+    h.clock.advance(1000.0)
+    assert h.frontier.expire_leases(0) == []  # forgotten: nothing of it is in flight here
+
+
+def test_host_states_are_read_from_memory_until_the_partition_is_forgotten() -> None:
+    """The frontier keeps the host states it wrote (it is the only writer of `hosts`);
+    after `forget` (a rebalance: another worker may have written them) it reads the
+    table again. The cache is bounded."""
+    import streams.core.frontier as frontier_module
+
+    h = Harness()
+    h.open_host("a.example", b"", "/1")
+    written = h.hosts["a.example"]
+    h.hosts["a.example"] = {**written, "pages": 99}  # behind the frontier's back
+    assert h.frontier._get("a.example") is written  # its own write, from memory
+    h.frontier.forget(0)
+    assert h.frontier._get("a.example")["pages"] == 99  # read from the table again
+    old = frontier_module.HOST_CACHE_SIZE
+    frontier_module.HOST_CACHE_SIZE = 3
+    try:
+        for i in range(10):
+            h.frontier.enqueue(f"http://h{i}.example/")
+            assert len(h.frontier._cache) <= 3
+        assert h.frontier._get("h0.example") == h.hosts["h0.example"]
+    finally:
+        frontier_module.HOST_CACHE_SIZE = old
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://a.example/x",
+        "https://a.example:8443/x?y#z",
+        "http://a.example:80/",
+        "http://a.example:65535/",
+        "http://a.example:65536/",  # out of range: urlsplit drops it
+        "http://a.example:0/",
+        "http://a.example:080/",
+        "http://a.example:/",
+        "http://a.example",
+        "http://a.example?q",
+        "http://a.example#f",
+        "http://A.Example/x",
+        "HTTP://a.example/x",
+        "http://u:p@a.example:81/x",
+        "http://[::1]:8080/x",
+        "http://a.example\t/x",
+        "http://a.exa\tmple/x",
+        "http://127.0.0.1:8080/x",
+        "http://a_b-c.example./x",
+        "ftp://a.example/x",
+        "http:/a.example/x",
+    ],
+)
+def test_authority_of_agrees_with_urlsplit(url: str) -> None:
+    from streams.core.frontier import _authority_by_urlsplit, authority_of
+
+    assert authority_of(url) == _authority_by_urlsplit(url)
