@@ -313,6 +313,7 @@ class Frontier:
         for authority, state in states:
             if self.partition_of(authority) != partition:
                 continue
+            self._cache.pop(authority, None)  # the table's state is the one adopted
             if "heads" not in state:
                 state = self._upgrade(authority, state)
             self._queued[partition] = self._queued.get(partition, 0) + pending(state)
