@@ -407,6 +407,11 @@ def judge(
         "in_flight_bound_at_kills": in_flight_bound,
         "urls_with_two_responses_stored": len(stored_twice),
         "requests_closer_than_the_delay": len(too_close),
+        # requests delivered twice while in flight, started once (Frontier.claim)
+        "duplicate_requests_refused": sum(
+            path.read_text(encoding="utf-8", errors="replace").count("not started twice")
+            for path in root.glob("spare-*.log")
+        ),
         "recovery_seconds_by_partition": recovery,
         "recovery_seconds_max": max(figures, default=None),
     }
