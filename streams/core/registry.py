@@ -102,6 +102,17 @@ def _value(url: str, stamp: bytes = b"") -> bytes:
     return head + STATE_SEP + stamp if stamp else head
 
 
+def _holds(stored: bytes, raw_url: bytes) -> bool:
+    """Does a stored value hold the URL whose UTF-8 bytes are `raw_url`? What
+    ``url_of(stored) == url`` says, without copying and decoding the value."""
+    end = 8 + len(raw_url)
+    return (
+        stored.startswith(raw_url, 8)
+        and (len(stored) == end or stored[end] == 0)
+        and STATE_SEP not in raw_url
+    )
+
+
 def url_of(value: bytes) -> str:
     """The URL of a stored value (8-byte URL id, the URL, then maybe its state)."""
     return bytes(value[8:]).split(STATE_SEP, 1)[0].decode("utf-8")
@@ -250,6 +261,7 @@ class UrlRegistry:
         for url, key, maybe in zip(urls, keys, maybe_present, strict=True):
             stored = next(values) if maybe else None
             written: bytes | None = None
+            raw_url = url.encode("utf-8")
             for _ in range(MAX_PROBES):
                 in_batch = pending.get(key)
                 if in_batch is not None:
@@ -260,7 +272,7 @@ class UrlRegistry:
                     batch.put(key, _value(url, stamp))
                     written = key
                     break
-                elif url_of(stored) == url:
+                elif _holds(stored, raw_url):
                     if found is not None:
                         found[url] = (key, bytes(stored))
                     break
@@ -293,10 +305,11 @@ class UrlRegistry:
                 continue
             stored = next(found)
             hit: tuple[bytes, bytes] | None = None
+            raw_url = url.encode("utf-8")
             for _ in range(MAX_PROBES):
                 if stored is None:
                     break
-                if url_of(stored) == url:
+                if _holds(stored, raw_url):
                     hit = (key, bytes(stored))
                     break
                 key = _next_probe(key)

@@ -22,6 +22,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import orjson
+
 from streams.core.frontier import Decision, Dispatch, tier_for
 
 __all__ = [
@@ -216,7 +218,7 @@ def resend_due(value: bytes, now: float, offset: int | None, grace: float) -> st
     if _FRONTIER_STATE in raw:
         return None  # the frontier has acted on it (a canonical URL holds no quote)
     try:
-        state = json.loads(raw)
+        state = orjson.loads(raw)
     except ValueError:
         state = None
     if not isinstance(state, dict) or "r" not in state:

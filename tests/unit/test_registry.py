@@ -187,3 +187,19 @@ def test_it_behaves_as_a_set(
             for u in reg.urls_of_site(sid(host))
         ]
         assert sorted(listed) == sorted(model)
+
+
+def test_holds_says_what_url_of_says() -> None:
+    """The registry compares a stored value's URL as bytes (no copy, no decode): the
+    same answer as decoding it, for a URL that is a prefix of the stored one, a longer
+    one, with and without a state, and non-ASCII."""
+    from streams.core.registry import _holds, _value, url_of, with_state
+
+    stored_urls = ["http://a.test/p", "http://a.test/p2", "http://é.test/ü", "http://a.test/"]
+    values = [_value(u) for u in stored_urls]
+    values += [with_state(v, {"s": "queued", "in": 2}) for v in values]
+    values += [_value(u, b'{"r":1.5}') for u in stored_urls]
+    asked = [*stored_urls, "http://a.test/p\x00x", "http://a.test", "http://a.test/p22", ""]
+    for value in values:
+        for url in asked:
+            assert _holds(value, url.encode("utf-8")) == (url_of(value) == url), (value, url)
