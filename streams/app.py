@@ -27,6 +27,7 @@ import mode.loop
 import topology
 from streams import codec
 from streams.admin import ensure_topics
+from streams.consumer_state import lagging_partitions
 from streams.core.fetching import FetchConfig, Fetcher
 from streams.core.filters import FilterConfig
 from streams.core.freshness import RevisitPolicy, RevisitSchedule
@@ -111,8 +112,20 @@ class SeineApp:
             "in_flight": c.fetch_in_flight,
             "outcomes": dict(c.outcomes),
             "dead_letters": c.dead_letters,
+            # partitions whose records are not all handed to their agent (a stalled
+            # crawl's supervisor prints them: where did the unhandled message stop?)
+            "lagging": lagging_partitions(self.app, self._consumed_topics),
             "at": time.time(),
         }
+
+    @property
+    def _consumed_topics(self) -> list[str]:
+        unconsumed = (topology.CRAWL_LOG, topology.DEAD_LETTERS)
+        return [
+            topology.topic_name(self.settings.app_id, spec)
+            for spec in topology.TOPICS
+            if spec not in unconsumed
+        ]
 
     def drain(self) -> None:
         """Stop dispatching fetches and let what is in flight run through every stage.

@@ -25,6 +25,9 @@ from typing import Any
 
 import topology
 from streams.cli import ERROR_OUTCOMES, EXIT_NOTHING_FETCHED, nothing_fetched_failure
+from streams.consumer_state import describe as describe_lagging
+from streams.core.stall import StallWatch
+from streams.core.stall import describe as describe_stall
 from streams.progress import Progress, ProgressFigures
 from streams.settings import Settings
 
@@ -64,16 +67,42 @@ def read_status(path: Path) -> dict[str, Any] | None:
         return None
 
 
-def globally_idle(statuses: list[dict[str, Any]], seeds_sent: int) -> bool:
+UNCONSUMED = (topology.CRAWL_LOG.name, topology.DEAD_LETTERS.name)
+#: Seconds without any counter moving, with messages unhandled, before the
+#: supervisor says so (a politeness delay or a backoff can hold a crawl still for a
+#: few seconds; nothing legitimate holds a sent message unhandled this long).
+STALL_SECONDS = 30.0
+
+
+def totals(statuses: list[dict[str, Any]], seeds_sent: int) -> tuple[Counter[str], Counter[str]]:
+    """Messages sent and handled per topic, summed over the workers."""
     sent: Counter[str] = Counter({topology.SEEDS.name: seeds_sent})
     done: Counter[str] = Counter()
     for status in statuses:
-        if status["busy"] or status["rebalancing"]:
-            return False
         sent.update(status["sent"])
         done.update(status["done"])
-    unconsumed = {topology.CRAWL_LOG.name, topology.DEAD_LETTERS.name}
-    return all(done[name] >= count for name, count in sent.items() if name not in unconsumed)
+    return sent, done
+
+
+def globally_idle(statuses: list[dict[str, Any]], seeds_sent: int) -> bool:
+    if any(status["busy"] or status["rebalancing"] for status in statuses):
+        return False
+    sent, done = totals(statuses, seeds_sent)
+    return all(done[name] >= count for name, count in sent.items() if name not in UNCONSUMED)
+
+
+def stall_report(statuses: list[dict[str, Any]], missing: dict[str, int], seconds: float) -> str:
+    """The supervisor's warning: which topics miss handled messages, and where each
+    worker's consumer stands on the partitions it has not caught up on."""
+    lines = [f"seine: WARNING: {describe_stall(missing, seconds)}"]
+    for index, status in enumerate(statuses):
+        lines.extend(describe_lagging(f"worker-{index}", status.get("lagging") or []))
+        if status.get("busy") or status.get("queued") or status.get("in_flight"):
+            lines.append(
+                f"  worker-{index}: busy {status.get('busy')}, queued {status.get('queued')}, "
+                f"in flight {status.get('in_flight')}"
+            )
+    return "\n".join(lines)
 
 
 def worker_env(
@@ -145,6 +174,7 @@ def run_workers(settings: Settings, seeds: list[str], workers: int, until_idle: 
     previous = signal.signal(signal.SIGINT, stop), signal.signal(signal.SIGTERM, stop)
     started = time.time()
     idle_since: float | None = None
+    stall = StallWatch(STALL_SECONDS)
     progress: Progress | None = None
     code = 0
     try:
@@ -169,6 +199,9 @@ def run_workers(settings: Settings, seeds: list[str], workers: int, until_idle: 
             if progress is None:
                 progress = Progress(total=settings.max_pages or None)
             progress.update(ProgressFigures.of_statuses(ready))
+            missing = stall.observe(time.monotonic(), *totals(ready, len(seeds)), UNCONSUMED)
+            if missing:
+                print(stall_report(ready, missing, STALL_SECONDS), file=sys.stderr, flush=True)
             if not until_idle:
                 continue
             if globally_idle(ready, len(seeds)):
