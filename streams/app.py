@@ -27,7 +27,7 @@ import mode.loop
 import topology
 from streams import codec
 from streams.admin import ensure_topics
-from streams.consumer_state import lagging_partitions
+from streams.consumer_state import hold_gaps, lagging_partitions, rewind
 from streams.core.fetching import FetchConfig, Fetcher
 from streams.core.filters import FilterConfig
 from streams.core.freshness import RevisitPolicy, RevisitSchedule
@@ -36,6 +36,7 @@ from streams.core.pagestore import PageStore
 from streams.core.poison import oversized, screen
 from streams.core.seeds import InvalidSeed
 from streams.core.sitemaps import SitemapConfig
+from streams.core.stall import StuckPartitions
 from streams.kafka_tuning import (
     guard_commits,
     set_fetch_max_wait,
@@ -112,6 +113,10 @@ class SeineApp:
             "in_flight": c.fetch_in_flight,
             "outcomes": dict(c.outcomes),
             "dead_letters": c.dead_letters,
+            "rewinds": c.rewinds,
+            # offsets a fetch skipped (consumer_state.hold_gaps): each a message that
+            # would have been lost; the commit waits for it
+            "skipped_offsets": getattr(self.app.consumer, "_seine_skipped", 0),
             # partitions whose records are not all handed to their agent (a stalled
             # crawl's supervisor prints them: where did the unhandled message stop?)
             "lagging": lagging_partitions(self.app, self._consumed_topics),
@@ -180,6 +185,7 @@ def faust_app(settings: Settings) -> faust.App:
     data = Path(settings.data_dir)
     set_fetch_max_wait(settings.fetch_max_wait_ms)
     guard_commits()
+    hold_gaps()
     if settings.verify_highwaters:
         verify_highwaters(settings.bootstrap)
     else:
@@ -551,6 +557,33 @@ def create_app(settings: Settings) -> SeineApp:
             await ctx.send(topology.SEEDS, 0, url.encode("utf-8"))
 
     status_path = Path(settings.status_file) if settings.status_file else None
+
+    stuck = StuckPartitions(settings.stuck_rewind_after)
+
+    @app.timer(interval=1.0)
+    async def rewind_stuck_partitions() -> None:
+        """Read again a partition whose consumer stopped short while nothing else
+        happened here: a message dropped between the fetch and the agent otherwise
+        waits for a rebalance, and the crawl for it (streams/core/stall.py)."""
+        if not settings.stuck_rewind_after or app.rebalancing:
+            return
+        c = ctx.counters
+        activity = (tuple(sorted(c.sent.items())), tuple(sorted(c.done.items())))
+        entries = lagging_partitions(app, seine._consumed_topics)
+        for topic, partition, offset in stuck.observe(time.monotonic(), entries, activity):
+            here = (topic, partition)
+            where = [e for e in entries if (e.get("topic"), e.get("partition")) == here]
+            log.warning(
+                "%s[%s] stood still for %ss short of what it should have handed on "
+                "(%s): reading it again from offset %s",
+                topic,
+                partition,
+                settings.stuck_rewind_after,
+                where,
+                offset,
+            )
+            c.rewinds += 1
+            await rewind(app, topic, partition, offset)
 
     @app.timer(interval=0.25)
     async def watch() -> None:

@@ -56,7 +56,9 @@ def lagging_partitions(app: Any, topics: Iterable[str]) -> list[dict[str, Any]]:
             behind = high is not None and (
                 position is None or position < high or (handed is not None and handed < position)
             )
-            if not (paused or behind):
+            # a commit held behind what was handed on: a message in between never acked
+            held = committed is not None and handed is not None and committed < handed
+            if not (paused or behind or held):
                 continue
             out.append(
                 {
@@ -98,3 +100,45 @@ def describe(worker: str, entries: list[dict[str, Any]]) -> list[str]:
             f"committed {e.get('committed')}" + (f" ({', '.join(flags)})" if flags else "")
         )
     return lines
+
+
+async def rewind(app: Any, topic: str, partition: int, offset: int) -> None:
+    """Make the consumer read `topic[partition]` again from `offset` (see
+    `streams.core.stall.rewind_offset`); seeks in the consumer's own thread, as
+    Faust's recovery does."""
+    from faust.types import TP
+
+    await app.consumer.seek_wait({TP(topic, partition): offset})
+
+
+def hold_gaps() -> None:
+    """Patch Faust's consumer so offsets a fetch skipped hold the commit back.
+
+    faust-streaming takes a jump in the offsets it reads (r, then r + 3) for records
+    the broker legitimately lacks (compacted away, transaction markers) and adds
+    the missing offsets to the acknowledged ones, so the commit passes over them.
+    Seine's stage topics are neither compacted nor transactional, so a jump there
+    is a record the consumer never got: counting it handled lost it for good, and a
+    multi-worker crawl then waited for ever. Here the jump is logged and not
+    recorded: the commit guard (`kafka_tuning.guard_commits`) then holds the
+    partition's commit at the first skipped offset, and `rewind_stuck_partitions`
+    reads the partition again from there once it stands still.
+    """
+    from faust.transport.consumer import Consumer
+
+    if getattr(Consumer._add_gap, "_seine_wrapped", False):
+        return
+
+    async def _add_gap(self: Any, tp: Any, offset_from: int, offset_to: int) -> None:
+        # offset_to is the record being delivered; the ones before it were skipped
+        self.log.warning(
+            "offsets %s..%s of %s[%s] were skipped by the fetch: the commit waits for them",
+            offset_from,
+            offset_to - 1,
+            tp.topic,
+            tp.partition,
+        )
+        self._seine_skipped = getattr(self, "_seine_skipped", 0) + (offset_to - offset_from)
+
+    _add_gap._seine_wrapped = True  # type: ignore[attr-defined]
+    Consumer._add_gap = _add_gap  # type: ignore[method-assign]

@@ -123,6 +123,13 @@ class Settings:
     #: Seconds between consumer offset commits (Faust's own default is 2.8). What a
     #: killed worker handled since its last commit is handled again by the new owner.
     commit_interval: float = 2.8
+    #: Seconds a partition's consumer may stand still short of what it should have
+    #: handed on (a commit held behind the read offset, records fetched and never
+    #: handed, a fetch position short of the high watermark) while this worker does
+    #: nothing, before it is made to read the partition again from there (0: never).
+    #: A message lost that way otherwise waits for the next rebalance, which a
+    #: running multi-worker crawl may never have (streams/core/stall.py).
+    stuck_rewind_after: float = 15.0
     #: Check Faust's table-recovery highwaters against a fetch (one per changelog
     #: partition): Tansu, the embedded broker, lists a partition's end as the start
     #: of its last record batch plus one, which made recovery stop short. Harmless

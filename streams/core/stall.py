@@ -72,3 +72,70 @@ def describe(missing: Mapping[str, int], seconds: float) -> str:
         f"no progress for {seconds:.0f}s with {parts} sent and not handled: "
         "the crawl cannot go idle while they are missing"
     )
+
+
+def rewind_offset(entry: Mapping[str, Any]) -> int | None:
+    """Where to re-read a partition its consumer is stuck on, or None if it is not.
+
+    `entry` is one partition of `streams.consumer_state.lagging_partitions`. In the
+    order checked: a commit held behind the last offset handed to the agent (the
+    commit guard refuses to pass an offset never acknowledged: a message between
+    the commit and the read offset was dropped on the way to the agent) re-reads
+    from the commit; records fetched and never handed on re-read from the first of
+    them; a fetch position short of the high watermark re-reads from the position.
+    Re-reading hands some messages to their agent twice, which every stage takes
+    (a rebalance does the same).
+    """
+    high, position = entry.get("high"), entry.get("position")
+    read, committed = entry.get("read"), entry.get("committed")
+    handed = read + 1 if read is not None else committed
+    if committed is not None and handed is not None and committed < handed:
+        return int(committed)
+    if position is not None and handed is not None and handed < position:
+        return int(handed)
+    if position is not None and high is not None and position < high:
+        return int(position)
+    return None
+
+
+class StuckPartitions:
+    """Partitions whose consumer state stood still, stuck, while the worker was idle.
+
+    `observe` gets this worker's lagging partitions and a signature of its
+    activity (its sent and handled counters) at each tick. A partition whose
+    offsets and the worker's activity have not changed for `after` seconds, and
+    that has somewhere to re-read from (`rewind_offset`), is returned once with
+    that offset; a partition that moves, or any activity, restarts its clock.
+    `after` is well over the commit interval, so a commit merely not yet made is
+    never taken for a held one.
+    """
+
+    def __init__(self, after: float) -> None:
+        self.after = after
+        self._activity: Any = None
+        self._since: dict[tuple[str, int], tuple[Any, float]] = {}
+        self._done: set[tuple[str, int, Any]] = set()
+
+    def observe(
+        self, now: float, entries: Iterable[Mapping[str, Any]], activity: Any
+    ) -> list[tuple[str, int, int]]:
+        if activity != self._activity:
+            self._activity = activity
+            self._since.clear()
+        due: list[tuple[str, int, int]] = []
+        current: dict[tuple[str, int], tuple[Any, float]] = {}
+        for entry in entries:
+            if "topic" not in entry:
+                continue
+            key = (str(entry["topic"]), int(entry["partition"]))
+            state = tuple(entry.get(k) for k in ("high", "position", "read", "committed"))
+            seen = self._since.get(key)
+            since = seen[1] if seen is not None and seen[0] == state else now
+            current[key] = (state, since)
+            offset = rewind_offset(entry)
+            if offset is None or now - since < self.after or (*key, state) in self._done:
+                continue
+            self._done.add((*key, state))
+            due.append((key[0], key[1], offset))
+        self._since = current
+        return due

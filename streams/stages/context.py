@@ -58,6 +58,9 @@ class Counters:
     pages_stored: int = 0
     bytes_fetched: int = 0
     dead_letters: int = 0
+    #: Partitions read again because their consumer stood still short of the end
+    #: (streams/core/stall.py): each is a message that would otherwise never come.
+    rewinds: int = 0
     started_at: float = field(default_factory=time.time)
     #: Per consumed topic: smoothed milliseconds from produce to handling.
     latency_ms: dict[str, float] = field(default_factory=dict)

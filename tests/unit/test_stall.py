@@ -8,7 +8,7 @@ from typing import Any
 from faust.types import TP
 
 from streams.consumer_state import lagging_partitions
-from streams.core.stall import StallWatch, unhandled
+from streams.core.stall import StallWatch, StuckPartitions, rewind_offset, unhandled
 from streams.multiworker import UNCONSUMED, globally_idle, stall_report, totals
 
 
@@ -134,3 +134,68 @@ def test_lagging_partitions_lists_only_partitions_not_caught_up() -> None:
         (1, 10, 9, 8),
         (2, 10, 10, 8),
     ]
+
+
+def entry(**offsets: int | None) -> dict[str, Any]:
+    return {"topic": "seine.content-dedup", "partition": 2, **offsets}
+
+
+def test_rewind_offset_from_the_held_commit_first() -> None:
+    # the commit guard holds the commit at the dropped message's offset
+    assert rewind_offset(entry(high=520, position=520, read=519, committed=511)) == 511
+    # fetched, never handed on
+    assert rewind_offset(entry(high=520, position=520, read=515, committed=516)) == 516
+    # fetch position short of the high watermark
+    assert rewind_offset(entry(high=520, position=518, read=517, committed=518)) == 518
+    # caught up: nothing to re-read
+    assert rewind_offset(entry(high=520, position=520, read=519, committed=520)) is None
+    assert rewind_offset(entry(high=None, position=None, read=None, committed=None)) is None
+
+
+def test_stuck_partition_rewound_once_after_standing_still_while_idle() -> None:
+    stuck = StuckPartitions(after=15.0)
+    held = entry(high=520, position=520, read=519, committed=511)
+    idle = ("counters", 1)
+    assert stuck.observe(0.0, [held], idle) == []
+    assert stuck.observe(14.0, [held], idle) == []
+    assert stuck.observe(15.0, [held], idle) == [("seine.content-dedup", 2, 511)]
+    assert stuck.observe(16.0, [held], idle) == []  # once for this state
+
+
+def test_activity_or_movement_restarts_the_clock() -> None:
+    stuck = StuckPartitions(after=15.0)
+    held = entry(high=520, position=520, read=519, committed=511)
+    for second in range(60):  # the worker keeps handling messages: never rewound
+        assert stuck.observe(float(second), [held], ("counters", second)) == []
+    moving = StuckPartitions(after=15.0)
+    for second in range(60):  # the partition moves: a commit merely not made yet
+        e = entry(high=520 + second, position=520 + second, read=519 + second, committed=511)
+        assert moving.observe(float(second), [e], "idle") == []
+    assert moving.observe(75.0, [e], "idle") == [("seine.content-dedup", 2, 511)]
+
+
+def test_a_skipped_offset_holds_the_commit_instead_of_counting_as_handled() -> None:
+    import asyncio
+    import logging
+    from collections import defaultdict
+
+    from faust.transport.consumer import Consumer
+    from intervaltree import IntervalTree
+
+    from streams.consumer_state import hold_gaps
+    from streams.kafka_tuning import guard_commits
+
+    guard_commits()
+    hold_gaps()
+    hold_gaps()  # installed once
+    part = TP("seine.link-extract", 0)
+    consumer = SimpleNamespace(
+        _gap=defaultdict(IntervalTree),
+        _acked={part: [6, 7]},  # 5 was skipped by the fetch; 6 and 7 handled
+        _committed_offset={part: 5},
+        log=logging.getLogger("test"),
+    )
+    asyncio.run(Consumer._add_gap(consumer, part, 5, 6))  # type: ignore[arg-type]
+    assert not consumer._gap[part]  # Faust would have counted 5 as handled
+    assert consumer._seine_skipped == 1
+    assert Consumer._new_offset(consumer, part) is None  # type: ignore[arg-type]
