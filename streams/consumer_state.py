@@ -57,7 +57,8 @@ def lagging_partitions(app: Any, topics: Iterable[str]) -> list[dict[str, Any]]:
                 position is None or position < high or (handed is not None and handed < position)
             )
             # a commit held behind what was handed on: a message in between never acked
-            held = committed is not None and handed is not None and committed < handed
+            # (Faust's read offset is the next one to read right after a seek)
+            held = committed is not None and read is not None and committed < read
             if not (paused or behind or held):
                 continue
             out.append(

@@ -88,8 +88,10 @@ def rewind_offset(entry: Mapping[str, Any]) -> int | None:
     """
     high, position = entry.get("high"), entry.get("position")
     read, committed = entry.get("read"), entry.get("committed")
+    # Faust's read offset is the last offset handed on, except right after a seek,
+    # where it is the next one to read: a commit below it is held either way.
     handed = read + 1 if read is not None else committed
-    if committed is not None and handed is not None and committed < handed:
+    if committed is not None and read is not None and committed < read:
         return int(committed)
     if position is not None and handed is not None and handed < position:
         return int(handed)

@@ -150,6 +150,8 @@ def test_rewind_offset_from_the_held_commit_first() -> None:
     # caught up: nothing to re-read
     assert rewind_offset(entry(high=520, position=520, read=519, committed=520)) is None
     assert rewind_offset(entry(high=None, position=None, read=None, committed=None)) is None
+    # right after a seek Faust's read offset is the next offset, not the last handed
+    assert rewind_offset(entry(high=29, position=29, read=29, committed=29)) is None
 
 
 def test_stuck_partition_rewound_once_after_standing_still_while_idle() -> None:
