@@ -131,15 +131,23 @@ def hold_gaps() -> None:
         return
 
     async def _add_gap(self: Any, tp: Any, offset_from: int, offset_to: int) -> None:
-        # offset_to is the record being delivered; the ones before it were skipped
+        # offset_to is the record being delivered; the ones before it were skipped.
+        # Those below the commit were handled already (by this worker before a
+        # rebalance, or by another): a jump over them is no loss.
+        committed = self._committed_offset.get(tp)
+        first = offset_from if committed is None else max(offset_from, committed)
+        if first > offset_to - 1:
+            return
         self.log.warning(
-            "offsets %s..%s of %s[%s] were skipped by the fetch: the commit waits for them",
-            offset_from,
+            "offsets %s..%s of %s[%s] (committed: %s) were skipped by the fetch: "
+            "the commit waits for them",
+            first,
             offset_to - 1,
             tp.topic,
             tp.partition,
+            committed,
         )
-        self._seine_skipped = getattr(self, "_seine_skipped", 0) + (offset_to - offset_from)
+        self._seine_skipped = getattr(self, "_seine_skipped", 0) + (offset_to - first)
 
     _add_gap._seine_wrapped = True  # type: ignore[attr-defined]
     Consumer._add_gap = _add_gap  # type: ignore[method-assign]
