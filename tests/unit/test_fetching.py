@@ -264,6 +264,37 @@ def test_the_guard_checks_every_resolved_address(addresses: list[str]) -> None:
     assert dns.calls == ["evil.test"]
 
 
+def test_a_name_rebinding_to_a_private_address_is_refused_despite_the_verdict_memo() -> None:
+    """The guard memoises verdicts per address, never per name: a name whose answer
+    turns from public to private (DNS rebinding) meets the private address's verdict."""
+    dns, clock = FakeDns(), Clock()
+    dns.answers["rebind.test"] = DnsAnswer(["93.184.216.34"], 5.0)
+    resolver = make_resolver(dns, clock, allow_private=False)
+    for _ in range(2):  # the second check is answered from the memo
+        assert run(lambda: resolver.resolve("rebind.test", 80, socket.AF_INET))[0]["host"] == (
+            "93.184.216.34"
+        )
+    dns.answers["rebind.test"] = DnsAnswer(["127.0.0.1"], 5.0)
+    clock.now += 6.0
+    for _ in range(2):
+        with pytest.raises(BlockedAddress, match=r"rebind\.test resolves to 127\.0\.0\.1"):
+            run(lambda: resolver.resolve("rebind.test", 80, socket.AF_INET))
+    assert dns.calls == ["rebind.test", "rebind.test"]
+
+
+def test_the_verdict_memo_is_bounded_and_keeps_the_allow_list() -> None:
+    guard = fetching.AddressGuard(False, ["10.1.0.0/16"])
+    guard.MEMO_SIZE = 3
+    for _ in range(2):
+        guard.check("a", "10.1.2.3")  # allow-listed, from the memo the second time
+        with pytest.raises(BlockedAddress, match="private"):
+            guard.check("b", "10.2.0.1")
+        with pytest.raises(BlockedAddress, match="link-local"):
+            guard.check("c", "169.254.169.254")
+        guard.check("d", "93.184.216.34")
+    assert len(guard._verdicts) <= 3
+
+
 def test_aiodns_backend_reads_ttls_from_the_answer() -> None:
     pytest.importorskip("aiodns")
     zone = Zone(records={"ttl.test": ("127.0.0.1", 42)}, servfail={"broken.test"})
@@ -304,6 +335,90 @@ def test_make_dns_backend_prefers_aiodns_when_installed() -> None:
     assert isinstance(fetching.make_dns_backend("system"), fetching.SystemDns)
     with pytest.raises(ValueError):
         fetching.make_dns_backend("carrier-pigeon")
+
+
+# -- deadlines: the fetches' timeouts on one loop timer per length -------------------------------
+
+
+def loop_factories() -> list[Any]:
+    factories: list[Any] = [asyncio.SelectorEventLoop]
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency
+        return factories
+    return [*factories, uvloop.new_event_loop]
+
+
+async def hold(deadlines: fetching.Deadlines, delay: float, work: Awaitable[Any]) -> str:
+    """Run work under a watched deadline; say how it ended, and whether the Timeout knew."""
+    timer = asyncio.timeout(None)
+    try:
+        async with timer:
+            entry = deadlines.watch(timer, delay)
+            try:
+                await work
+            finally:
+                deadlines.release(entry)
+    except TimeoutError:
+        return "expired" if timer.expired() else "TimeoutError without expiry"
+    return "expired?" if timer.expired() else "done"
+
+
+@pytest.mark.parametrize("factory", loop_factories())
+def test_deadlines_expire_each_task_at_its_own_time_on_one_timer(factory: Any) -> None:
+    deadlines = fetching.Deadlines()
+
+    async def scenario() -> tuple[list[str], list[float], int]:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+
+        async def one(delay: float, work_s: float) -> tuple[str, float]:
+            outcome = await hold(deadlines, delay, asyncio.sleep(work_s))
+            return outcome, loop.time() - started
+
+        # hangs (5 s of work) under 0.3 s and 0.1 s deadlines, quick work under both:
+        # the 0.1 s deadline, set after a 0.3 s one, fires first all the same
+        jobs = [
+            asyncio.ensure_future(one(0.3, 5.0)),
+            asyncio.ensure_future(one(0.3, 0.0)),
+            asyncio.ensure_future(one(0.1, 5.0)),
+            asyncio.ensure_future(one(0.1, 0.01)),
+        ]
+        await asyncio.sleep(0)
+        timers = sum(q._handle is not None for q in deadlines._queues.values())
+        ends = await asyncio.wait_for(asyncio.gather(*jobs), 4.0)
+        return [outcome for outcome, _ in ends], [at for _, at in ends], timers
+
+    outcomes, ended, timers = run_on(factory, scenario)
+    assert outcomes == ["expired", "done", "expired", "done"]
+    long_hang, _, short_hang, _ = ended
+    assert 0.3 - 0.002 <= long_hang < 3.0, ended  # not before its deadline; far before 5 s
+    assert 0.1 - 0.002 <= short_hang < long_hang, ended
+    assert timers == 2  # one per length, not one per task
+    assert deadlines.pending() == 0
+
+
+def test_released_deadlines_are_dropped_and_a_new_loop_starts_clean() -> None:
+    deadlines = fetching.Deadlines()
+
+    async def many() -> int:
+        for _ in range(1000):
+            assert await hold(deadlines, 30.0, asyncio.sleep(0)) == "done"
+        return deadlines.pending()
+
+    assert run(many) <= 1  # not 1,000 entries waiting 30 s for their timer
+    # the same Deadlines on another loop (a shutdown closes the session in a new one)
+    assert run(lambda: hold(deadlines, 0.05, asyncio.sleep(5))) == "expired"
+    deadlines.close()
+    assert deadlines.pending() == 0
+
+
+def run_on(factory: Any, scenario: Callable[[], Awaitable[T]]) -> T:
+    async def main() -> T:
+        return await scenario()
+
+    with asyncio.Runner(loop_factory=factory) as runner:
+        return runner.run(main())
 
 
 # -- bounded decoders -----------------------------------------------------------------------
