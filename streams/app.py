@@ -27,7 +27,7 @@ import mode.loop
 import topology
 from streams import codec
 from streams.admin import ensure_topics
-from streams.consumer_state import hold_gaps, lagging_partitions, rewind
+from streams.consumer_state import hold_gaps, lagging_partitions, refetch_skips, rewind
 from streams.core.fetching import FetchConfig, Fetcher
 from streams.core.filters import FilterConfig
 from streams.core.freshness import RevisitPolicy, RevisitSchedule
@@ -114,9 +114,11 @@ class SeineApp:
             "outcomes": dict(c.outcomes),
             "dead_letters": c.dead_letters,
             "rewinds": c.rewinds,
-            # offsets a fetch skipped (consumer_state.hold_gaps): each a message that
-            # would have been lost; the commit waits for it
+            # offsets a fetch skipped that the refetch gave up on (consumer_state.
+            # hold_gaps): each a message that would have been lost; the commit waits
             "skipped_offsets": getattr(self.app.consumer, "_seine_skipped", 0),
+            # fetches re-done at once because they passed over offsets (refetch_skips)
+            "refetches": getattr(self.app.consumer, "_seine_refetches", 0),
             # partitions whose records are not all handed to their agent (a stalled
             # crawl's supervisor prints them: where did the unhandled message stop?)
             "lagging": lagging_partitions(self.app, self._consumed_topics),
@@ -186,6 +188,7 @@ def faust_app(settings: Settings) -> faust.App:
     set_fetch_max_wait(settings.fetch_max_wait_ms)
     guard_commits()
     hold_gaps()
+    refetch_skips()
     if settings.verify_highwaters:
         verify_highwaters(settings.bootstrap)
     else:

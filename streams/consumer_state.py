@@ -15,8 +15,10 @@ cannot read it reports as an error entry rather than fail the status write.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from typing import Any
+
+from streams.core.stall import Refetches, first_skipped
 
 
 def lagging_partitions(app: Any, topics: Iterable[str]) -> list[dict[str, Any]]:
@@ -120,10 +122,11 @@ def hold_gaps() -> None:
     the missing offsets to the acknowledged ones, so the commit passes over them.
     Seine's stage topics are neither compacted nor transactional, so a jump there
     is a record the consumer never got: counting it handled lost it for good, and a
-    multi-worker crawl then waited for ever. Here the jump is logged and not
-    recorded: the commit guard (`kafka_tuning.guard_commits`) then holds the
-    partition's commit at the first skipped offset, and `rewind_stuck_partitions`
-    reads the partition again from there once it stands still.
+    multi-worker crawl then waited for ever. `refetch_skips` re-reads such a jump at
+    once; one it gives up on comes here, where it is logged and not recorded: the
+    commit guard (`kafka_tuning.guard_commits`) then holds the partition's commit at
+    the first skipped offset, and `rewind_stuck_partitions` reads the partition
+    again from there once it stands still.
     """
     from faust.transport.consumer import Consumer
 
@@ -151,3 +154,70 @@ def hold_gaps() -> None:
 
     _add_gap._seine_wrapped = True  # type: ignore[attr-defined]
     Consumer._add_gap = _add_gap  # type: ignore[method-assign]
+
+
+async def refetch_skipped(
+    consumer: Any, records: AsyncIterator[tuple[Any, Any]], refetches: Refetches
+) -> AsyncIterator[tuple[Any, Any]]:
+    """Hand on `records` (Faust's `getmany`), re-reading a partition at once where
+    the fetch passed over offsets.
+
+    Faust's drain loop records each offset it hands on as the partition's read
+    offset before it asks for the next record, so a record whose offset is past
+    the read offset + 1 (and past the commit) is a jump over records the consumer
+    never got. That record and the rest of its partition in this batch are not
+    handed on; the partition's fetch position goes back to the first skipped
+    offset, so the next fetch brings the skipped records, then these again: nothing
+    is handed on twice, and nothing waits for the stuck-partition rewind. A
+    partition skipped at the same offset `refetches.limit` times running is handed
+    on as Faust would, and `hold_gaps` holds its commit instead.
+    """
+    acks_enabled_for = consumer.app.topics.acks_enabled_for
+    dropped: set[Any] = set()
+    async for tp, message in records:
+        if tp in dropped:
+            continue
+        if acks_enabled_for(tp.topic):
+            offset = message.offset
+            first = first_skipped(
+                consumer._read_offset.get(tp), consumer._committed_offset.get(tp), offset
+            )
+            if first is not None and refetches.allow(tp, first):
+                consumer.log.warning(
+                    "offsets %s..%s of %s[%s] were skipped by the fetch: reading the "
+                    "partition again from %s",
+                    first,
+                    offset - 1,
+                    tp.topic,
+                    tp.partition,
+                    first,
+                )
+                thread = consumer._thread
+                try:
+                    await thread.call_thread(thread._ensure_consumer().seek, tp, first)
+                except Exception as exc:  # e.g. revoked meanwhile: Faust's way, then
+                    consumer.log.warning("could not seek %s back to %s: %r", tp, first, exc)
+                else:
+                    consumer._seine_refetches = getattr(consumer, "_seine_refetches", 0) + 1
+                    dropped.add(tp)
+                    continue
+        yield tp, message
+
+
+def refetch_skips(limit: int = 3) -> None:
+    """Patch Faust's consumer so a fetch that skipped offsets is re-done at once
+    (`refetch_skipped`)."""
+    from faust.transport.consumer import Consumer
+
+    if getattr(Consumer.getmany, "_seine_wrapped", False):
+        return
+    original = Consumer.getmany
+
+    def getmany(self: Any, timeout: float) -> AsyncIterator[tuple[Any, Any]]:
+        tries = getattr(self, "_seine_refetch_tries", None)
+        if tries is None:
+            tries = self._seine_refetch_tries = Refetches(limit)
+        return refetch_skipped(self, original(self, timeout), tries)
+
+    getmany._seine_wrapped = True  # type: ignore[attr-defined]
+    Consumer.getmany = getmany  # type: ignore[method-assign]

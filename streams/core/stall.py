@@ -74,6 +74,40 @@ def describe(missing: Mapping[str, int], seconds: float) -> str:
     )
 
 
+def first_skipped(read: int | None, committed: int | None, offset: int) -> int | None:
+    """The first offset a fetch passed over to hand on `offset`, or None if none was.
+
+    `read` is the last offset Faust handed on in this partition (None before the
+    first), `committed` its last commit (the next offset to read). A jump over
+    offsets below the commit is no loss: they were handled before a rebalance
+    (by this worker or another), and after one Faust's read offset can lag the
+    commit it seeks to.
+    """
+    if read is None:
+        return None
+    first = read + 1 if committed is None else max(read + 1, committed)
+    return first if first < offset else None
+
+
+class Refetches:
+    """How often each partition's fetch was re-done from the same skipped offset.
+
+    A skip is re-read at once; the same offset skipped again and again (a broker
+    that keeps answering that way) is left, after `limit` tries, to the held
+    commit and the stuck-partition rewind, so the consumer never loops on it.
+    """
+
+    def __init__(self, limit: int = 3) -> None:
+        self.limit = limit
+        self._tries: dict[Any, tuple[int, int]] = {}
+
+    def allow(self, key: Any, offset: int) -> bool:
+        last, tries = self._tries.get(key, (offset, 0))
+        tries = tries + 1 if last == offset else 1
+        self._tries[key] = (offset, tries)
+        return tries <= self.limit
+
+
 def rewind_offset(entry: Mapping[str, Any]) -> int | None:
     """Where to re-read a partition its consumer is stuck on, or None if it is not.
 

@@ -205,3 +205,131 @@ def test_a_skipped_offset_holds_the_commit_instead_of_counting_as_handled() -> N
     consumer._committed_offset[part] = 9
     asyncio.run(Consumer._add_gap(consumer, part, 5, 8))  # type: ignore[arg-type]
     assert consumer._seine_skipped == 1
+
+
+def test_first_skipped_offset() -> None:
+    from streams.core.stall import first_skipped
+
+    assert first_skipped(13, 6, 14) is None  # the next offset
+    assert first_skipped(13, 6, 15) == 14  # 14 never came
+    assert first_skipped(13, 6, 13) is None  # a repeat, not a jump
+    assert first_skipped(None, 6, 15) is None  # nothing handed yet
+    assert first_skipped(3, 9, 9) is None  # below the commit: handled before a rebalance
+    assert first_skipped(3, 9, 11) == 9
+    assert first_skipped(0, None, 2) == 1  # Faust misses this one (read offset 0 is falsy)
+
+
+def test_refetches_give_up_on_an_offset_skipped_again_and_again() -> None:
+    from streams.core.stall import Refetches
+
+    tries = Refetches(limit=2)
+    assert tries.allow("a", 14) and tries.allow("a", 14)
+    assert not tries.allow("a", 14)
+    assert tries.allow("a", 20)  # another offset starts again
+    assert tries.allow("b", 14)
+
+
+class FakeKafka:
+    def __init__(self, fail: bool = False) -> None:
+        self.seeks: list[tuple[Any, int]] = []
+        self.fail = fail
+
+    def seek(self, tp: Any, offset: int) -> None:
+        if self.fail:
+            raise RuntimeError("not assigned")
+        self.seeks.append((tp, offset))
+
+
+class FakeThread:
+    def __init__(self, kafka: FakeKafka) -> None:
+        self.kafka = kafka
+
+    def _ensure_consumer(self) -> FakeKafka:
+        return self.kafka
+
+    async def call_thread(self, fun: Any, *args: Any) -> Any:
+        return fun(*args)
+
+
+def fake_consumer(read: dict[Any, int], committed: dict[Any, int], kafka: FakeKafka) -> Any:
+    import logging
+
+    return SimpleNamespace(
+        app=SimpleNamespace(topics=SimpleNamespace(acks_enabled_for=lambda t: t != "changelog")),
+        _read_offset=dict(read),
+        _committed_offset=dict(committed),
+        log=logging.getLogger("test"),
+        _thread=FakeThread(kafka),
+    )
+
+
+def drain(consumer: Any, batch: list[tuple[Any, int]], tries: Any) -> list[tuple[str, int]]:
+    """What Faust's drain loop hands on from one getmany batch: it records each
+    offset as the partition's read offset before taking the next record."""
+    import asyncio
+
+    from streams.consumer_state import refetch_skipped
+
+    async def records() -> Any:
+        for tp_, offset in batch:
+            yield tp_, SimpleNamespace(offset=offset)
+
+    async def run() -> list[tuple[str, int]]:
+        handed = []
+        async for tp_, message in refetch_skipped(consumer, records(), tries):
+            consumer._read_offset[tp_] = message.offset
+            handed.append((tp_.topic, message.offset))
+        return handed
+
+    return asyncio.run(run())
+
+
+def test_a_fetch_that_skipped_an_offset_is_done_again_from_it() -> None:
+    from streams.core.stall import Refetches
+
+    a, b = tp("link-extract", 0), tp("parse", 0)
+    kafka = FakeKafka()
+    consumer = fake_consumer({a: 4, b: 2}, {a: 5, b: 3}, kafka)
+    tries = Refetches()
+    # offset 7 of `a` never came: 8 and 9 are not handed on, the fetch goes back to 7
+    handed = drain(consumer, [(a, 5), (b, 3), (a, 6), (b, 4), (a, 8), (a, 9)], tries)
+    assert handed == [("link-extract", 5), ("parse", 3), ("link-extract", 6), ("parse", 4)]
+    assert kafka.seeks == [(a, 7)]
+    assert consumer._seine_refetches == 1
+    # the next fetch brings 7, then 8 and 9 again: each handed on once
+    assert drain(consumer, [(a, 7), (a, 8), (a, 9)], tries) == [
+        ("link-extract", 7),
+        ("link-extract", 8),
+        ("link-extract", 9),
+    ]
+    assert kafka.seeks == [(a, 7)]
+
+
+def test_what_is_not_a_skip_is_handed_on_as_faust_would() -> None:
+    from streams.core.stall import Refetches
+
+    a, log = tp("link-extract", 0), tp("changelog", 0)
+    kafka = FakeKafka()
+    # a jump over offsets below the commit (read offset behind it after a rebalance),
+    # a repeat after a rewind, and a compacted changelog's jumps
+    consumer = fake_consumer({a: 3, log: 0}, {a: 9}, kafka)
+    handed = drain(consumer, [(a, 9), (a, 10), (a, 10), (log, 5), (log, 9)], Refetches())
+    assert handed == [("link-extract", 9), ("link-extract", 10), ("link-extract", 10),
+                      ("changelog", 5), ("changelog", 9)]  # fmt: skip
+    assert kafka.seeks == []
+
+
+def test_a_skip_that_keeps_coming_back_is_left_to_the_held_commit() -> None:
+    from streams.core.stall import Refetches
+
+    a = tp("link-extract", 0)
+    kafka = FakeKafka()
+    consumer = fake_consumer({a: 6}, {a: 7}, kafka)
+    tries = Refetches(limit=2)
+    assert drain(consumer, [(a, 8)], tries) == []
+    assert drain(consumer, [(a, 8)], tries) == []
+    assert drain(consumer, [(a, 8)], tries) == [("link-extract", 8)]  # hold_gaps' turn
+    assert kafka.seeks == [(a, 7), (a, 7)]
+    # a seek that fails (the partition revoked meanwhile) hands on as Faust would
+    failing = fake_consumer({a: 6}, {a: 7}, FakeKafka(fail=True))
+    assert drain(failing, [(a, 8)], Refetches()) == [("link-extract", 8)]
