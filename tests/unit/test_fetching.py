@@ -9,6 +9,7 @@ toy DNS server on loopback (no query ever leaves 127.0.0.1).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gzip
 import socket
 import zlib
@@ -23,6 +24,8 @@ from streams.core.fetching import (
     ContentDecodeError,
     DnsAnswer,
     DnsError,
+    FetchConfig,
+    Fetcher,
     FetchResult,
     GuardedResolver,
     address_class,
@@ -419,6 +422,71 @@ def run_on(factory: Any, scenario: Callable[[], Awaitable[T]]) -> T:
 
     with asyncio.Runner(loop_factory=factory) as runner:
         return runner.run(main())
+
+
+# -- connection reuse ------------------------------------------------------------------------
+
+
+def test_a_connection_is_kept_after_an_unread_but_complete_answer_and_dropped_otherwise() -> None:
+    """Redirects, 304s, error pages and refused types are not read, but their short
+    bodies arrive with their heads, and aiohttp pools such a connection as soon as its
+    response has ended (before Fetcher._done closes what is left): the host's next
+    fetch reuses it. A body still on its way is not waited for: that one is dropped."""
+    from aiohttp import web
+
+    peers: list[int] = []
+    finish = asyncio.Event()  # lets the unfinished answer end, for a quick server cleanup
+
+    async def answer(request: web.Request) -> web.StreamResponse:
+        peer = request.transport.get_extra_info("peername") if request.transport else None
+        peers.append(int(peer[1]) if peer else -1)
+        name = request.match_info["name"]
+        if name == "moved":
+            return web.Response(status=302, text="moved", headers={"Location": "/ok"})
+        if name == "missing":
+            return web.Response(status=404, text="<p>not here</p>", content_type="text/html")
+        if name == "unchanged":
+            return web.Response(status=304)
+        if name == "pdf":
+            return web.Response(body=b"%PDF-1.7 tiny", content_type="application/pdf")
+        if name == "moved-slowly":  # a body promised and not finished: never waited for
+            response = web.StreamResponse(status=302, headers={"Location": "/ok"})
+            response.content_length = 1000
+            await response.prepare(request)
+            await response.write(b"0123456789")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(finish.wait(), 10.0)
+            return response
+        return web.Response(text="<p>ok</p>", content_type="text/html")
+
+    async def scenario() -> list[tuple[str, str, float]]:
+        app = web.Application()
+        app.router.add_get("/{name}", answer)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        fetcher = Fetcher(FetchConfig(allow_private=True))
+        out: list[tuple[str, str, float]] = []
+        try:
+            for name in ("ok", "moved", "missing", "unchanged", "pdf", "ok", "moved-slowly", "ok"):
+                r = await fetcher.fetch(f"http://127.0.0.1:{port}/{name}")
+                out.append((name, r.outcome, r.elapsed_ms))
+        finally:
+            finish.set()
+            await fetcher.close()
+            await runner.cleanup()
+        return out
+
+    results = run(scenario)
+    assert [outcome for _, outcome, _ in results] == [
+        "fetched", "redirect", "http-error", "unchanged", "not-html", "fetched", "redirect",
+        "fetched",
+    ]  # fmt: skip
+    assert results[6][2] < 2000, results[6]  # the unfinished body was not waited for
+    assert len(set(peers[:7])) == 1, peers  # one connection for the first seven answers
+    assert peers[7] != peers[6], peers  # a new one after the unfinished body
 
 
 # -- bounded decoders -----------------------------------------------------------------------
