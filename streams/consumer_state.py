@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
-from streams.core.stall import Refetches, first_skipped
+from streams.core.stall import Refetches, first_skipped, reread_from
 
 
 def lagging_partitions(app: Any, topics: Iterable[str]) -> list[dict[str, Any]]:
@@ -166,23 +166,31 @@ async def refetch_skipped(
     offset before it asks for the next record, so a record whose offset is past
     the read offset + 1 (and past the commit) is a jump over records the consumer
     never got. That record and the rest of its partition in this batch are not
-    handed on; the partition's fetch position goes back to the first skipped
-    offset, so the next fetch brings the skipped records, then these again: nothing
-    is handed on twice, and nothing waits for the stuck-partition rewind. A
-    partition skipped at the same offset `refetches.limit` times running is handed
-    on as Faust would, and `hold_gaps` holds its commit instead.
+    handed on; the partition's fetch position goes back to the read offset
+    (`stall.reread_from`), so the next fetch brings the skipped records, then these
+    again, and nothing waits for the stuck-partition rewind.
+
+    Not while the app rebalances: Faust's recovery seeks every partition to its
+    commit then, and a fetch already under way still hands on records from the old
+    position (seen in the fault test: jumps of up to a dozen offsets on every
+    partition that moved); a seek of ours in between would race with Faust's. Such
+    a jump is handed on as Faust would, and `hold_gaps` holds the partition's
+    commit. So is a partition skipped at the same offset `refetches.limit` times
+    running.
     """
-    acks_enabled_for = consumer.app.topics.acks_enabled_for
+    app = consumer.app
+    acks_enabled_for = app.topics.acks_enabled_for
     dropped: set[Any] = set()
     async for tp, message in records:
         if tp in dropped:
             continue
-        if acks_enabled_for(tp.topic):
+        if acks_enabled_for(tp.topic) and not app.rebalancing and consumer.flow_active:
             offset = message.offset
-            first = first_skipped(
-                consumer._read_offset.get(tp), consumer._committed_offset.get(tp), offset
-            )
-            if first is not None and refetches.allow(tp, first):
+            read = consumer._read_offset.get(tp)
+            committed = consumer._committed_offset.get(tp)
+            first = first_skipped(read, committed, offset)
+            start = reread_from(read, committed) if first is not None else None
+            if start is not None and refetches.allow(tp, start):
                 consumer.log.warning(
                     "offsets %s..%s of %s[%s] were skipped by the fetch: reading the "
                     "partition again from %s",
@@ -190,13 +198,13 @@ async def refetch_skipped(
                     offset - 1,
                     tp.topic,
                     tp.partition,
-                    first,
+                    start,
                 )
                 thread = consumer._thread
                 try:
-                    await thread.call_thread(thread._ensure_consumer().seek, tp, first)
+                    await thread.call_thread(thread._ensure_consumer().seek, tp, start)
                 except Exception as exc:  # e.g. revoked meanwhile: Faust's way, then
-                    consumer.log.warning("could not seek %s back to %s: %r", tp, first, exc)
+                    consumer.log.warning("could not seek %s back to %s: %r", tp, start, exc)
                 else:
                     consumer._seine_refetches = getattr(consumer, "_seine_refetches", 0) + 1
                     dropped.add(tp)

@@ -77,16 +77,27 @@ def describe(missing: Mapping[str, int], seconds: float) -> str:
 def first_skipped(read: int | None, committed: int | None, offset: int) -> int | None:
     """The first offset a fetch passed over to hand on `offset`, or None if none was.
 
-    `read` is the last offset Faust handed on in this partition (None before the
-    first), `committed` its last commit (the next offset to read). A jump over
-    offsets below the commit is no loss: they were handled before a rebalance
-    (by this worker or another), and after one Faust's read offset can lag the
-    commit it seeks to.
+    `read` is Faust's read offset of the partition (None before the first record):
+    the last offset handed on, except right after a seek, where it is the next
+    offset to read. `committed` is its last commit (the next offset to read). A
+    jump over offsets below the commit is no loss: they were handled before a
+    rebalance (by this worker or another), and after one Faust's read offset can lag
+    the commit it seeks to.
     """
     if read is None:
         return None
     first = read + 1 if committed is None else max(read + 1, committed)
     return first if first < offset else None
+
+
+def reread_from(read: int, committed: int | None) -> int:
+    """Where to read a partition again after a skip (see `first_skipped`).
+
+    Faust's read offset cannot say whether it is the last offset handed on or,
+    right after a seek, the next one, so the re-read starts at it: one record
+    handed on twice at worst (which every stage takes), never one passed over.
+    """
+    return read if committed is None else max(read, committed)
 
 
 class Refetches:
