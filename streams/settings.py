@@ -87,6 +87,12 @@ class Settings:
     heartbeat_interval: float = 3.0
     #: Longest a consumer fetch waits on an empty partition (Faust's own value is 1500).
     fetch_max_wait_ms: int = 1500
+    #: Linger (ms) of table changelog records, which then go through a producer of
+    #: their own (streams/producer.py); negative: the stages' producer and its 2 ms.
+    #: Only a worker recovering a partition reads its changelog, after the flush that
+    #: precedes every rebalance and offset commit, so the records may wait for each
+    #: other: fewer, larger produce requests for the broker and librdkafka.
+    changelog_linger_ms: int = 500
     #: Codec of the stages' producer (stage topics and table changelogs): lz4, zstd,
     #: gzip, snappy or none. HTML shrinks ~4x with lz4; bench/topic_bytes.py compares.
     compression: str = "lz4"

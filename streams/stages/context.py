@@ -141,7 +141,8 @@ class Outbox:
         if frontier and items and self.frontier_after_delivery:
             self._held = len(frontier)
             try:
-                await ctx.producer.flush()
+                # this flush's messages, not the changelogs: they wait for the commit
+                await ctx.producer.flush(changelogs=False)
             finally:
                 self._held = 0
         for partition, event in frontier.items():
@@ -246,7 +247,12 @@ class StageContext:
             producer_config["max.in.flight.requests.per.connection"] = (
                 settings.producer_max_in_flight
             )
-        self.producer = StageProducer(settings.bootstrap, **producer_config)
+        linger = settings.changelog_linger_ms
+        self.producer = StageProducer(
+            settings.bootstrap,
+            changelog_linger_ms=linger if linger >= 0 else None,
+            **producer_config,
+        )
         self.outboxes: list[Outbox] = []
         self.seen_filters: Any = None
         self.limits = Limits(settings.max_message_bytes, settings.max_url_bytes)

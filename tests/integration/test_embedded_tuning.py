@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
+import uuid
 from pathlib import Path
+from typing import Any
+
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from streams.cli import EMBEDDED_GROUP_TIMEOUTS, broker_for
+from streams.producer import StageProducer
 from streams.settings import Settings, load_settings
+from tests.integration.conftest import read_topic
 
 
 def test_embedded_broker_drops_standbys_unless_asked(tmp_path: Path) -> None:
@@ -22,3 +30,25 @@ def test_embedded_broker_drops_standbys_unless_asked(tmp_path: Path) -> None:
         assert effective.session_timeout == EMBEDDED_GROUP_TIMEOUTS["session_timeout"]
     with broker_for(asked) as effective:
         assert effective.standby_replicas == 2
+
+
+def test_a_flush_sends_lingering_changelog_records_at_once(broker: Any) -> None:
+    """Changelog records may linger (Settings.changelog_linger_ms) only because the
+    flush before a commit or a rebalance sends them at once instead of waiting out
+    the linger: librdkafka's flush does, so the commit is not held back by it."""
+    assert Settings().changelog_linger_ms > 0
+    topic = f"linger-{uuid.uuid4().hex[:8]}-changelog"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for future in admin.create_topics([NewTopic(topic, 1, 1)]).values():
+        future.result(20)
+    producer = StageProducer(broker.bootstrap, changelog_linger_ms=60_000)
+    try:
+        producer.produce_changelog(topic, b"key", b"value", 0)
+        started = time.monotonic()
+        asyncio.run(producer.flush(timeout=30.0))
+        assert time.monotonic() - started < 10.0
+        assert producer.pending() == 0
+        [message] = read_topic(broker.bootstrap, topic, 1)
+        assert (message.key(), message.value()) == (b"key", b"value")
+    finally:
+        producer.close(5)
