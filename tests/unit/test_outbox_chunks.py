@@ -103,8 +103,9 @@ class RecordingProducer:
     def __init__(self, order: list[str]) -> None:
         self.order = order
 
-    async def flush(self) -> None:
-        self.order.append("acknowledged")
+    async def flush(self, timeout: float = 30.0, *, changelogs: bool = True) -> None:
+        # the fetch outbox needs its own messages acknowledged, not lingering changelogs
+        self.order.append("acknowledged, changelogs too" if changelogs else "acknowledged")
 
 
 class RecordingContext:
