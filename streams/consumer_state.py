@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
-from streams.core.stall import Refetches, first_skipped, reread_from
+from streams.core.stall import Refetches, first_skipped
 
 
 def lagging_partitions(app: Any, topics: Iterable[str]) -> list[dict[str, Any]]:
@@ -163,52 +163,55 @@ async def refetch_skipped(
     the fetch passed over offsets.
 
     Faust's drain loop records each offset it hands on as the partition's read
-    offset before it asks for the next record, so a record whose offset is past
-    the read offset + 1 (and past the commit) is a jump over records the consumer
-    never got. That record and the rest of its partition in this batch are not
-    handed on; the partition's fetch position goes back to the read offset
-    (`stall.reread_from`), so the next fetch brings the skipped records, then these
-    again, and nothing waits for the stuck-partition rewind.
+    offset before it asks for the next record, so when the read offset is the last
+    record handed on from here (same consumer generation), a record past it + 1
+    (and past the commit) is a jump over records the consumer never got. That record
+    and the rest of its partition in this batch are not handed on, and the
+    partition's fetch position goes back to the first skipped offset: the next fetch
+    brings the skipped records, then these again, each handed on once, and nothing
+    waits for the stuck-partition rewind.
 
-    Not while the app rebalances: Faust's recovery seeks every partition to its
-    commit then, and a fetch already under way still hands on records from the old
-    position (seen in the fault test: jumps of up to a dozen offsets on every
-    partition that moved); a seek of ours in between would race with Faust's. Such
-    a jump is handed on as Faust would, and `hold_gaps` holds the partition's
-    commit. So is a partition skipped at the same offset `refetches.limit` times
-    running.
+    Anything else is handed on as Faust would, and `hold_gaps` holds the commit at a
+    jump: a read offset set by a seek (a rebalance's recovery seeks every partition to
+    its commit while a fetch from the old position may still hand on records after
+    it; the fault test shows such jumps on most partitions that move, over records
+    this worker handled before the seek, and re-reading them fetched pages again),
+    any jump while the app rebalances, and a partition skipped at the same offset
+    `refetches.limit` times running.
     """
     app = consumer.app
     acks_enabled_for = app.topics.acks_enabled_for
+    last = consumer.__dict__.setdefault("_seine_last_handed", {})
     dropped: set[Any] = set()
     async for tp, message in records:
         if tp in dropped:
             continue
+        offset = message.offset
         if acks_enabled_for(tp.topic) and not app.rebalancing and consumer.flow_active:
-            offset = message.offset
             read = consumer._read_offset.get(tp)
-            committed = consumer._committed_offset.get(tp)
-            first = first_skipped(read, committed, offset)
-            start = reread_from(read, committed) if first is not None else None
-            if start is not None and refetches.allow(tp, start):
+            first = first_skipped(read, consumer._committed_offset.get(tp), offset)
+            if (
+                first is not None
+                and last.get(tp) == (message.generation_id, read)
+                and refetches.allow(tp, first)
+            ):
                 consumer.log.warning(
-                    "offsets %s..%s of %s[%s] were skipped by the fetch: reading the "
-                    "partition again from %s",
+                    "offsets %s..%s of %s[%s] were skipped by the fetch: reading them again",
                     first,
                     offset - 1,
                     tp.topic,
                     tp.partition,
-                    start,
                 )
                 thread = consumer._thread
                 try:
-                    await thread.call_thread(thread._ensure_consumer().seek, tp, start)
+                    await thread.call_thread(thread._ensure_consumer().seek, tp, first)
                 except Exception as exc:  # e.g. revoked meanwhile: Faust's way, then
-                    consumer.log.warning("could not seek %s back to %s: %r", tp, start, exc)
+                    consumer.log.warning("could not seek %s back to %s: %r", tp, first, exc)
                 else:
                     consumer._seine_refetches = getattr(consumer, "_seine_refetches", 0) + 1
                     dropped.add(tp)
                     continue
+        last[tp] = (message.generation_id, offset)
         yield tp, message
 
 

@@ -90,16 +90,6 @@ def first_skipped(read: int | None, committed: int | None, offset: int) -> int |
     return first if first < offset else None
 
 
-def reread_from(read: int, committed: int | None) -> int:
-    """Where to read a partition again after a skip (see `first_skipped`).
-
-    Faust's read offset cannot say whether it is the last offset handed on or,
-    right after a seek, the next one, so the re-read starts at it: one record
-    handed on twice at worst (which every stage takes), never one passed over.
-    """
-    return read if committed is None else max(read, committed)
-
-
 class Refetches:
     """How often each partition's fetch was re-done from the same skipped offset.
 
