@@ -114,6 +114,9 @@ class SeineApp:
             "outcomes": dict(c.outcomes),
             "dead_letters": c.dead_letters,
             "rewinds": c.rewinds,
+            # link-extract found no body in the hand-off cache: each page fetched again
+            "handoff_misses": self.ctx.handoff.stats.missed,
+            "handoff_evicted": self.ctx.handoff.stats.evicted,
             # offsets a fetch skipped that the refetch gave up on (consumer_state.
             # hold_gaps): each a message that would have been lost; the commit waits
             "skipped_offsets": getattr(self.app.consumer, "_seine_skipped", 0),
@@ -403,7 +406,16 @@ def create_app(settings: Settings) -> SeineApp:
                 await ctx.dead_letter(stage, event, str(exc))
             except Exception as exc:  # a stage survives any message
                 log.exception("%s failed on a message", stage)
-                await ctx.dead_letter(stage, event, f"{type(exc).__name__}: {exc}")
+                # a stage may say what the dead letter should keep instead of the
+                # message as it came (link-extract: the batch with the bodies it took
+                # from the hand-off cache)
+                kept = getattr(exc, "dead_letter_value", None)
+                await ctx.dead_letter(
+                    stage,
+                    event,
+                    f"{type(exc).__name__}: {exc}",
+                    value=kept if isinstance(kept, bytes) else None,
+                )
 
         loop.__name__ = loop.__qualname__ = stage.replace("-", "_")
         app.agent(ctx.topic(spec), name=stage)(loop)

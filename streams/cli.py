@@ -461,7 +461,9 @@ def run_crawl(
             f"{c.outcomes.get('near-duplicate', 0)} near-duplicates, "
             f"{c.outcomes.get('robots-disallowed', 0)} disallowed by robots, "
             f"{sum(c.outcomes.get(k, 0) for k in ERROR_OUTCOMES)} errors, "
-            f"{c.dead_letters} dead letters; data in {effective.data_dir}",
+            f"{c.dead_letters} dead letters, "
+            f"{seine.ctx.handoff.stats.missed} hand-off misses (fetched again); "
+            f"data in {effective.data_dir}",
             flush=True,
         )
         errors = sum(c.outcomes.get(k, 0) for k in ERROR_OUTCOMES)

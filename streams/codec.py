@@ -32,6 +32,8 @@ from typing import Any
 
 import fastavro
 
+from streams.core.handoff import payload_digest
+
 _compiled_read: Any
 _compiled_write: Any
 try:  # the compiled fastavro internals under schemaless_writer/reader
@@ -50,6 +52,7 @@ SCHEMA_FILES = (
     "fetch_batch",
     "page_batch",
     "parsed_batch",
+    "parsed_batch_v1",
     "crawl_log",
     "dead_letter",
 )
@@ -62,6 +65,13 @@ _READ_OPTIONS = {
     "return_named_type_override": False,
     "handle_unicode_errors": "strict",
 }
+
+
+#: The first bytes of every parsed_batch message of the current layout (the body
+#: hand-off). A message of the older layout starts with its page count, an Avro long
+#: that fastavro writes as a zigzag varint of a count >= 0: its first byte is even or
+#: has the high bit set, never 0x01 (which would be a negative block count).
+PARSED_LAYOUT = b"\x01\x02"
 
 
 class DecodeError(ValueError):
@@ -178,16 +188,48 @@ def _page_from_wire(page: dict[str, Any]) -> dict[str, Any]:
 
 
 def _parsed_wire(item: dict[str, Any]) -> dict[str, Any]:
+    page = item["page"]
+    body = page["body"]
+    handoff = body is None
+    if handoff:
+        if not item.get("digest"):
+            raise ValueError("ParsedPage: a page handed off without its body needs its digest")
+        page = {**page, "body": b""}
     links = item["links"]
     lines = _lines(links)
+    wire = {
+        **item,
+        "page": _page_wire(page),
+        "handoff": handoff,
+        "digest": item.get("digest") or "",
+        "size": item["size"] if "size" in item else len(body or b""),
+    }
     if lines is None:
-        return {**item, "page": _page_wire(item["page"]), "link_lines": ""}
-    return {**item, "page": _page_wire(item["page"]), "link_lines": lines, "links": []}
+        wire["link_lines"] = ""
+    else:
+        wire["link_lines"], wire["links"] = lines, []
+    return wire
 
 
 def _parsed_from_wire(item: dict[str, Any]) -> dict[str, Any]:
-    _page_from_wire(item["page"])
+    page = _page_from_wire(item["page"])
+    if item.pop("handoff"):
+        if page["body"]:
+            raise DecodeError("ParsedPage: body both handed off and inline")
+        if not item["digest"]:
+            raise DecodeError("ParsedPage: body handed off without its digest")
+        page["body"] = None
     item["links"] = _unlines(item.pop("link_lines"), item["links"], "ParsedPage links")
+    return item
+
+
+def _parsed_from_v1(item: dict[str, Any]) -> dict[str, Any]:
+    """A page of the older layout (body inline, no digest or size): as the stages see
+    one of the current layout whose body travelled inline."""
+    page = _page_from_wire(item["page"])
+    item["links"] = _unlines(item.pop("link_lines"), item["links"], "ParsedPage links")
+    item["digest"] = payload_digest(page["body"])
+    item["size"] = len(page["body"])
     return item
 
 
@@ -215,12 +257,32 @@ def _from_wire_page_batch(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def _to_wire_parsed_batch(record: dict[str, Any]) -> dict[str, Any]:
-    return {"pages": [_parsed_wire(p) for p in record["pages"]]}
+    return {"layout": PARSED_LAYOUT, "pages": [_parsed_wire(p) for p in record["pages"]]}
 
 
 def _from_wire_parsed_batch(record: dict[str, Any]) -> dict[str, Any]:
+    if record.pop("layout") != PARSED_LAYOUT:
+        raise DecodeError("parsed_batch: unknown layout marker")
     for item in record["pages"]:
         _parsed_from_wire(item)
+    return record
+
+
+def _to_wire_parsed_batch_v1(record: dict[str, Any]) -> dict[str, Any]:
+    """The older layout, for tests that play an older Seine's messages."""
+    pages = []
+    for item in record["pages"]:
+        lines = _lines(item["links"])
+        wire = {**item, "page": _page_wire(item["page"]), "link_lines": lines or ""}
+        if lines is not None:
+            wire["links"] = []
+        pages.append(wire)
+    return {"pages": pages}
+
+
+def _from_wire_parsed_batch_v1(record: dict[str, Any]) -> dict[str, Any]:
+    for item in record["pages"]:
+        _parsed_from_v1(item)
     return record
 
 
@@ -232,6 +294,7 @@ _TO_WIRE: dict[str, Convert] = {
     "frontier_event": _to_wire_frontier_event,
     "page_batch": _to_wire_page_batch,
     "parsed_batch": _to_wire_parsed_batch,
+    "parsed_batch_v1": _to_wire_parsed_batch_v1,
 }
 #: Per schema: decoded wire record -> stage dict (may reuse the wire record's parts).
 _FROM_WIRE: dict[str, Convert] = {
@@ -239,6 +302,7 @@ _FROM_WIRE: dict[str, Convert] = {
     "frontier_event": lambda r: {**r, "new_urls": _url_rows(r["new_urls"])},
     "page_batch": _from_wire_page_batch,
     "parsed_batch": _from_wire_parsed_batch,
+    "parsed_batch_v1": _from_wire_parsed_batch_v1,
 }
 
 
@@ -274,6 +338,14 @@ def decode(name: str, data: bytes) -> dict[str, Any]:
     """Decode exactly one record; trailing bytes or a short read are errors."""
     if not isinstance(data, bytes | bytearray | memoryview):
         raise DecodeError(f"{name}: expected bytes, got {type(data).__name__}")
+    if name == "parsed_batch" and bytes(data[:2]) != PARSED_LAYOUT:
+        try:  # the older layout, as an older Seine left it in a resumed crawl's topics
+            return decode("parsed_batch_v1", data)
+        except DecodeError as exc:
+            raise DecodeError(
+                "parsed_batch: neither the current layout (it does not start with the "
+                f"layout marker 01 02) nor the older one with the body inline ({exc})"
+            ) from exc
     parsed, named = _parsed()
     wire_schema = parsed[name] if name in parsed else schema(name)
     buf = io.BytesIO(data)

@@ -243,7 +243,9 @@ def run_workers(settings: Settings, seeds: list[str], workers: int, until_idle: 
         f"{outcomes.get('near-duplicate', 0)} near-duplicates, "
         f"{outcomes.get('robots-disallowed', 0)} disallowed by robots, "
         f"{errors} errors, "
-        f"{sum(s['dead_letters'] for s in final)} dead letters; data in {settings.data_dir}",
+        f"{sum(s['dead_letters'] for s in final)} dead letters, "
+        f"{sum(s.get('handoff_misses', 0) for s in final)} hand-off misses (fetched again); "
+        f"data in {settings.data_dir}",
         flush=True,
     )
     failure = nothing_fetched_failure(fetched, errors, sum(s["dead_letters"] for s in final))

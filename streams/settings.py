@@ -175,6 +175,10 @@ class Settings:
     batch_linger: float = 0.01
     #: Most messages an agent takes from its stream to handle as one unit.
     max_batch_events: int = 256
+    #: Bytes of page bodies parse keeps in memory for link-extract, so a body crosses
+    #: the broker once (streams/core/handoff.py); a body not found there is fetched
+    #: again. 0: bodies travel inline through content-dedup, as before the hand-off.
+    handoff_cache_bytes: int = 64 * 1024 * 1024
 
     def with_overrides(self, **changes: Any) -> Settings:
         return dataclasses.replace(self, **changes)

@@ -51,13 +51,16 @@ FRONTIER = TopicSpec(
     doc="New URLs, fetch completions and ticks for the per-host scheduler.",
 )
 FETCH = TopicSpec("fetch", "host", "fetch_batch", doc="Due fetches, at most one per host.")
-PARSE = TopicSpec("parse", "host", "page_batch", doc="Fetched HTML pages.")
+PARSE = TopicSpec(
+    "parse", "host", "page_batch", doc="Fetched HTML pages (the only topic a body crosses)."
+)
 CONTENT_DEDUP = TopicSpec(
     "content-dedup",
     "fingerprint",
     "parsed_batch",
-    doc="Parsed pages keyed by content fingerprint (a simhash band, or the exact "
-    "fingerprint of a page without words), so duplicates meet across hosts.",
+    doc="Parsed pages (without their bodies) keyed by content fingerprint (a simhash "
+    "band, or the exact fingerprint of a page without words), so duplicates meet "
+    "across hosts.",
 )
 LINK_EXTRACT = TopicSpec(
     "link-extract",
@@ -136,7 +139,8 @@ STAGES: tuple[StageSpec, ...] = (
         "parse",
         PARSE,
         (CONTENT_DEDUP, CRAWL_LOG),
-        doc="Title, text fingerprint, links, <base>, meta robots.",
+        doc="Title, text fingerprint, links, <base>, meta robots; the body stays in the "
+        "worker's hand-off cache for link-extract (same host partition, same worker).",
     ),
     StageSpec(
         "content-dedup",
@@ -150,10 +154,11 @@ STAGES: tuple[StageSpec, ...] = (
     StageSpec(
         "link-extract",
         LINK_EXTRACT,
-        (URL_FILTER,),
+        (URL_FILTER, FRONTIER, CRAWL_LOG),
         ("revisits",),
-        doc="Store the page (WARC + index) and its revisit record; resolve and canonicalize "
-        "its links.",
+        doc="Store the page (WARC + index; the body from the hand-off cache) and its "
+        "revisit record; resolve and canonicalize its links. A body not in the cache: "
+        "the page is re-fed to the frontier and fetched again.",
     ),
     StageSpec(
         "url-filter",

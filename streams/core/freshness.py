@@ -247,6 +247,14 @@ class RevisitSchedule:
         self._schedule(self._heap(url), url, float(record["next"]))
         return False
 
+    def forget_validators(self, url: str) -> None:
+        """Drop a URL's ETag and Last-Modified, so its next fetch is unconditional: a
+        fetch whose body was lost before it was stored is redone, and must not be
+        answered 304 against the capture stored before it."""
+        record = self.record(url)
+        if record is not None and (record.get("etag") or record.get("lm")):
+            self.records[url] = {**record, "etag": None, "lm": None}
+
     def headers_for(self, url: str) -> dict[str, str]:
         """Conditional-GET headers for a fetch of `url` (empty for a URL never fetched)."""
         return conditional_headers(self.record(url))

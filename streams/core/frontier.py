@@ -406,12 +406,21 @@ class Frontier:
     # -- inputs -------------------------------------------------------------------
 
     def enqueue(
-        self, url: str, depth: int = 0, priority: int = 0, *, inlinks: int = 1, kind: str = "page"
+        self,
+        url: str,
+        depth: int = 0,
+        priority: int = 0,
+        *,
+        inlinks: int = 1,
+        kind: str = "page",
+        within_budget: bool = True,
     ) -> Decision | None:
         """Append a URL (already canonical and new) to its host's queue, in its tier.
 
         ``kind`` ("page" or "sitemap") travels with the item to the fetch request.
-        Returns the decision not to, when the host is over one of its trap budgets.
+        Returns the decision not to, when the host is over one of its trap budgets
+        (``within_budget`` False: queue it anyway, for a page fetched once already
+        whose body was lost on the way to the page store).
         """
         authority = authority_of(url)
         state = self._get(authority)
@@ -435,7 +444,7 @@ class Frontier:
                 "fetched": 0,
             }
         else:
-            over = self._over_budget(state)
+            over = self._over_budget(state) if within_budget else None
             if over is not None:
                 return Decision(url, authority, over[0], over[1], depth)
             state = _copy(state)

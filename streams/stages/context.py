@@ -20,6 +20,7 @@ import faust
 
 import topology
 from streams import codec
+from streams.core.handoff import HandoffCache
 from streams.core.partitioning import partition_for
 from streams.core.poison import Limits
 from streams.core.stats import CrawlTally
@@ -182,7 +183,13 @@ def _approx_size(item: Any) -> int:
     if isinstance(item, dict):
         page = item.get("page", item)
         body = page.get("body") if isinstance(page, dict) else None
-        return 256 + (len(body) if isinstance(body, bytes | bytearray) else 0)
+        # a parsed page without its body (handed off) is mostly its links
+        links = item.get("links")
+        return (
+            256
+            + (len(body) if isinstance(body, bytes | bytearray) else 0)
+            + (80 * len(links) if isinstance(links, list) else 0)
+        )
     return 256
 
 
@@ -249,6 +256,8 @@ class StageContext:
         self.outboxes: list[Outbox] = []
         self.seen_filters: Any = None
         self.limits = Limits(settings.max_message_bytes, settings.max_url_bytes)
+        #: Page bodies parse keeps for link-extract in this worker (streams/core/handoff.py).
+        self.handoff = HandoffCache(settings.handoff_cache_bytes)
         self._host_partitions: dict[str, int] = {}
         #: Hooks the idle check consults besides the counters (e.g. the frontier's queues).
         self.busy_checks: list[Callable[[], bool]] = []

@@ -3,9 +3,11 @@
 A page without words (no simhash) is keyed by its exact fingerprint. A page with
 words is keyed by its simhash's first band: identical text has identical bands, so
 exact duplicates still meet in one partition, and that first hop also checks the
-exact `fingerprints` table. An exact duplicate goes on to link-extract without its
-body, marked `duplicate_of` (stored as a WARC revisit); its links go on only when they can
-resolve elsewhere than the original's (a copy at another URL: `copy_links_differ`).
+exact `fingerprints` table. A message here normally carries no body: parse left it
+in its worker's hand-off cache (streams/core/handoff.py) and sent the payload digest
+and length instead. An exact duplicate goes on to link-extract marked `duplicate_of`
+(stored as a WARC revisit); its links go on only when they can resolve elsewhere
+than the original's (a copy at another URL: `copy_links_differ`).
 
 A first copy then visits its simhash bands (band i's bucket lives in the partition of
 band key i; `streams.core.simhash.band_step` explains why this finds every pair
@@ -22,12 +24,11 @@ batch, not one per page.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 from collections.abc import MutableMapping
 from typing import Any
 
 import topology
+from streams.core.handoff import payload_digest
 from streams.core.simhash import band_step, bands, to_unsigned
 from streams.core.urls import copy_links_differ
 from streams.stages.context import Outbox, StageContext, crawl_log_record
@@ -35,11 +36,6 @@ from streams.stages.context import Outbox, StageContext, crawl_log_record
 #: Entries kept per band bucket (a template family sharing a band must not make every
 #: page scan millions); beyond it pages are still found through their other bands.
 MAX_BUCKET = 256
-
-
-def payload_digest(body: bytes) -> str:
-    """The WARC payload digest of a body (sha1, base32), as the page store writes it."""
-    return "sha1:" + base64.b32encode(hashlib.sha1(body).digest()).decode("ascii")
 
 
 def band_key(simhash: int, band: int, distance: int) -> str:
@@ -119,7 +115,7 @@ def handle(
             position += 1
         if near is not None:
             original, bits = near
-            _log(out, page, "near-duplicate", f"near-duplicate of {original} (distance {bits})")
+            _log(out, parsed, "near-duplicate", f"near-duplicate of {original} (distance {bits})")
             out.add(
                 topology.LINK_EXTRACT,
                 ctx.url_partition(url),
@@ -131,7 +127,20 @@ def handle(
             out.add(topology.LINK_EXTRACT, ctx.url_partition(url), parsed)
 
 
-def _log(out: Outbox, page: dict[str, Any], outcome: str, reason: str) -> None:
+def digest_of(parsed: dict[str, Any]) -> str:
+    """The page's payload digest: parse took it (a stage dict built elsewhere may lack it)."""
+    return parsed.get("digest") or payload_digest(parsed["page"]["body"])
+
+
+def size_of(parsed: dict[str, Any]) -> int:
+    """The body's length: carried with the page, whose body may be handed off."""
+    if "size" in parsed:
+        return int(parsed["size"])
+    return len(parsed["page"]["body"] or b"")
+
+
+def _log(out: Outbox, parsed: dict[str, Any], outcome: str, reason: str) -> None:
+    page = parsed["page"]
     out.log(
         crawl_log_record(
             page["url"],
@@ -139,7 +148,7 @@ def _log(out: Outbox, page: dict[str, Any], outcome: str, reason: str) -> None:
             outcome,
             status=page["status"],
             reason=reason,
-            nbytes=len(page["body"]),
+            nbytes=size_of(parsed),
             depth=page["depth"],
         )
     )
@@ -159,11 +168,11 @@ def _exact_duplicate(
         if first is None:
             fingerprints[parsed["fingerprint"]] = {
                 "url": url,
-                "digest": payload_digest(page["body"]),
+                "digest": digest_of(parsed),
                 "fetched_at": page["fetched_at"],
             }
         return False
-    _log(out, page, "duplicate", f"same content as {first['url']}")
+    _log(out, parsed, "duplicate", f"same content as {first['url']}")
     out.add(
         topology.LINK_EXTRACT,
         ctx.url_partition(url),

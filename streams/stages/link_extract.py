@@ -7,19 +7,31 @@ metadata record naming the original; its links are not extracted unless
 Runs in the partition of the page's host. Links are grouped by the partition of
 *their* host, so one url-filter message carries every link of a batch of pages
 bound for one partition.
+
+The body of a page comes from this worker's hand-off cache, where parse left it
+(streams/core/handoff.py): parse and link-extract are keyed alike, so Faust gives
+partition N of both to one worker. A body that is not there (the partition moved
+since parse, the worker restarted, the cache evicted it) makes `_refetch` re-feed
+the URL to the frontier, logged as "handoff-miss"; a duplicate, or a capture the
+store holds already, needs no body.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import topology
+from streams import codec
 from streams.core.freshness import RevisitSchedule
 from streams.core.pagestore import PageStore
 from streams.core.simhash import to_unsigned
 from streams.core.urls import resolve, resolve_and_canonicalize
+from streams.stages import recrawl
 from streams.stages.context import Outbox, StageContext, crawl_log_record
-from streams.stages.dedup import payload_digest
+from streams.stages.dedup import digest_of, payload_digest, size_of
+
+log = logging.getLogger("seine.link-extract")
 
 
 def _headers(page: dict[str, Any]) -> list[tuple[str, str]]:
@@ -37,7 +49,29 @@ def handle(
 
     Also the page's revisit record (this runs in the host's partition, so the
     ``revisits`` table follows the host): fingerprint, validators, next visit.
+
+    A body handed off by parse is taken from this worker's hand-off cache; when it is
+    not there the page is fetched again (`_refetch`) and nothing of it is stored now.
+    When the batch fails, its dead letter keeps the bodies it took (as before the
+    hand-off, when they were in the message).
     """
+    taken: dict[int, bytes] = {}
+    try:
+        return _handle(ctx, batch, store, out, revisits, taken)
+    except Exception as exc:
+        exc.dead_letter_value = _with_bodies(ctx, batch, taken)  # type: ignore[attr-defined]
+        raise
+
+
+def _handle(
+    ctx: StageContext,
+    batch: dict[str, Any],
+    store: PageStore,
+    out: Outbox,
+    revisits: RevisitSchedule | None,
+    taken: dict[int, bytes],
+) -> int:
+    handoff = ctx.handoff
     writes: list[dict[str, Any]] = []
     #: revisit records to write once the pages are stored (a record never runs ahead
     #: of the store: a kill in between means a second copy, never a lost page)
@@ -48,14 +82,25 @@ def handle(
     max_url = ctx.limits.max_url_bytes
     for parsed in batch["pages"]:
         page = parsed["page"]
+        url = page["url"]
+        body = page["body"]
+        digest = digest_of(parsed)
         stored: tuple[str, float] | None = None
         duplicate = parsed.get("duplicate_of")
         if revisits is not None and not duplicate:
-            stored, again = _stored_before(revisits, page, batch_captures.get(page["url"]))
+            stored, again = _stored_before(revisits, page, batch_captures.get(url), digest)
             if again is not None:
                 duplicate = again
-            if stored is not None:
-                batch_captures[page["url"]] = stored
+        if duplicate is SAME_CAPTURE or duplicate:  # (SAME_CAPTURE is an empty dict)
+            handoff.discard(url, digest)  # its bytes are stored already: not needed
+        elif body is None:
+            body = handoff.take(url, digest)
+            if body is None:
+                _refetch(ctx, out, parsed, revisits)
+                continue  # nothing of it now: the refetch brings it here again
+            taken[id(parsed)] = body
+        if stored is not None:
+            batch_captures[url] = stored
         if revisits is not None and 200 <= page["status"] < 300:
             visits.append((parsed, stored))
         near = parsed.get("near_duplicate_of")
@@ -64,7 +109,7 @@ def handle(
         elif duplicate:
             writes.append(
                 {
-                    "url": page["url"],
+                    "url": url,
                     "original_url": duplicate["url"],
                     "original_digest": duplicate["digest"],
                     "original_date": duplicate["fetched_at"],
@@ -74,19 +119,19 @@ def handle(
                     "ip": page["ip"],
                 }
             )
-            if duplicate["url"] != page["url"] and not parsed["links"]:
+            if duplicate["url"] != url and not parsed["links"]:
                 continue  # another page's copy linking where it does: its links are that page's
         else:
             write = {
-                "url": page["url"],
+                "url": url,
                 "status": page["status"],
                 "headers": _headers(page),
-                "body": page["body"],
+                "body": body,
                 "fetched_at": page["fetched_at"],
                 "ip": page["ip"],
                 "truncated": page["truncated"],
             }
-            if stored is not None:  # the body's digest, taken by _stored_before
+            if stored is not None:  # the body's digest, taken by parse
                 write["payload_digest"] = stored[0]
             if near:
                 write["near_duplicate_of"] = near["url"]
@@ -96,9 +141,9 @@ def handle(
             writes.append(write)
         if parsed["nofollow"] or (near and not ctx.settings.near_dup_extract_links):
             continue
-        base = page["url"]
+        base = url
         if parsed.get("base"):
-            base = resolve(page["url"], parsed["base"]) or page["url"]
+            base = resolve(url, parsed["base"]) or url
         depth = page["depth"] + 1
         for link in resolve_and_canonicalize(base, parsed["links"]):
             if len(link) > max_url:
@@ -115,7 +160,7 @@ def handle(
             out.add(
                 topology.URL_FILTER,
                 ctx.url_partition(link),
-                {"url": link, "depth": depth, "priority": 0, "via": page["url"]},
+                {"url": link, "depth": depth, "priority": 0, "via": url},
             )
             emitted += 1
     if writes:
@@ -142,6 +187,7 @@ def _stored_before(
     revisits: RevisitSchedule,
     page: dict[str, Any],
     in_batch: tuple[str, float] | None = None,
+    digest: str | None = None,
 ) -> tuple[tuple[str, float] | None, dict[str, Any] | None]:
     """Is this page's body stored for its URL already? At-least-once delivery brings a
     page here twice when a worker dies or a rebalance moves its host: the same capture
@@ -149,10 +195,13 @@ def _stored_before(
     in flight). Returns the capture the store will hold (digest, fetch time) and, when
     the bytes are stored already, SAME_CAPTURE or the revisit-of-itself to write, so
     each URL keeps one response record and nothing is lost. ``in_batch``: the capture
-    an earlier page of the same batch stored (its record is not written yet)."""
+    an earlier page of the same batch stored (its record is not written yet).
+    ``digest``: the body's payload digest as parse took it (the body itself may be in
+    the hand-off cache still)."""
     if not 200 <= page["status"] < 300:
         return None, None
-    digest = payload_digest(page["body"])
+    if digest is None:
+        digest = payload_digest(page["body"])
     if in_batch is not None:
         record: dict[str, Any] = {"digest": in_batch[0], "captured": in_batch[1]}
     else:
@@ -163,3 +212,74 @@ def _stored_before(
     if captured == page["fetched_at"]:
         return (digest, captured), SAME_CAPTURE
     return (digest, captured), {"url": page["url"], "digest": digest, "fetched_at": captured}
+
+
+#: The crawl-log outcome of a page whose body was not in the hand-off cache.
+HANDOFF_MISS = "handoff-miss"
+#: Its reason, also in the worker's log (bench/faults.py counts those lines: each is
+#: one fetch done again).
+HANDOFF_MISS_REASON = (
+    "body not in this worker's hand-off cache (partition moved since parse, worker "
+    "restarted, or evicted under handoff_cache_bytes): fetching it again"
+)
+
+
+def _refetch(
+    ctx: StageContext,
+    out: Outbox,
+    parsed: dict[str, Any],
+    revisits: RevisitSchedule | None,
+) -> None:
+    """A first copy whose body parse kept in another worker's memory, or in this one's
+    before a restart or an eviction: fetch it again (a re-feed to the frontier of its
+    host, unconditional and outside the host's trap budgets: `recrawl.REFEED_HANDOFF`)
+    and say so in the crawl log. Nothing of it is stored or followed now; its revisit
+    record is left naming the capture stored before, without the validators, so the
+    refetch cannot be answered 304 against that older capture."""
+    page = parsed["page"]
+    url = page["url"]
+    log.warning("link-extract: %s: %s", url, HANDOFF_MISS_REASON)
+    if revisits is not None:
+        revisits.forget_validators(url)
+    out.add_frontier(
+        ctx.url_partition(url),
+        "new_urls",
+        {
+            "url": url,
+            "depth": page["depth"],
+            "priority": 0,
+            "via": recrawl.REFEED_HANDOFF,
+            "inlinks": 1,
+            "kind": "page",
+        },
+    )
+    out.log(
+        crawl_log_record(
+            url,
+            "link-extract",
+            HANDOFF_MISS,
+            status=page["status"],
+            reason=HANDOFF_MISS_REASON,
+            nbytes=size_of(parsed),
+            depth=page["depth"],
+        )
+    )
+
+
+def _with_bodies(ctx: StageContext, batch: dict[str, Any], taken: dict[int, bytes]) -> bytes | None:
+    """The batch as a dead letter should keep it: with the bodies it took from the
+    hand-off cache (or that are still there) inline. None if that cannot be encoded
+    (then the dead letter keeps the message as it came)."""
+    try:
+        pages = []
+        for parsed in batch["pages"]:
+            page = parsed["page"]
+            body = page["body"]
+            if body is None:
+                body = taken.get(id(parsed))
+                if body is None:
+                    body = ctx.handoff.peek(page["url"], digest_of(parsed))
+            pages.append(parsed if body is None else {**parsed, "page": {**page, "body": body}})
+        return codec.encode("parsed_batch", {"pages": pages})
+    except Exception:  # the original error is what matters
+        return None

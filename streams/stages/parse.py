@@ -1,10 +1,19 @@
-"""parse: HTML → title, links, <base>, meta robots and the content fingerprints."""
+"""parse: HTML → title, links, <base>, meta robots and the content fingerprints.
+
+The body does not go on: parse keeps it in the worker's hand-off cache
+(streams/core/handoff.py) under (URL, payload digest) and sends the parsed page with
+the digest and the body's length. link-extract, which stores the page, runs in the
+same worker for the same host partition and takes the body back there; content-dedup
+needs only the digest. A body the cache cannot hold (it is off, or the body is larger
+than its whole bound) travels inline, as it did before the hand-off.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 import topology
+from streams.core.handoff import payload_digest
 from streams.core.parsing import charset_from_headers, parse_pages
 from streams.core.simhash import to_signed
 from streams.stages.context import Outbox, StageContext
@@ -13,6 +22,7 @@ from streams.stages.dedup import dedup_partition
 
 def handle(ctx: StageContext, batch: dict[str, Any], out: Outbox) -> None:
     near = ctx.settings.near_dup_distance >= 0
+    handoff = ctx.handoff
     pages = batch["pages"]
     docs = parse_pages(
         [(page["body"], charset_from_headers(page["headers"])) for page in pages],
@@ -20,11 +30,17 @@ def handle(ctx: StageContext, batch: dict[str, Any], out: Outbox) -> None:
     )
     for page, doc in zip(pages, docs, strict=True):
         simhash = None if doc.simhash is None else to_signed(doc.simhash)
+        body = page["body"]
+        digest = payload_digest(body)
+        if handoff.enabled and handoff.put(page["url"], digest, body):
+            page = {**page, "body": None}
         out.add(
             topology.CONTENT_DEDUP,
             dedup_partition(ctx, doc.fingerprint, simhash, 0),
             {
                 "page": page,
+                "digest": digest,
+                "size": len(body),
                 "fingerprint": doc.fingerprint,
                 "title": doc.title,
                 "links": doc.links,

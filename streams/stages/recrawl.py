@@ -33,6 +33,10 @@ from streams.core.urls import host_of, site_key
 REFEED_NOW = "recrawl"
 #: ``via`` of a re-fed URL: fetch it again when its revisit time has come.
 REFEED_WHEN_DUE = "recrawl-when-due"
+#: ``via`` of a URL link-extract re-feeds because its body was not in the hand-off
+#: cache (streams/stages/link_extract.py): fetched again now whatever the host's trap
+#: budgets say (its first fetch was within them, and the page is not stored yet).
+REFEED_HANDOFF = "recrawl:handoff"
 
 
 def is_refeed(via: str | None) -> bool:
@@ -61,6 +65,10 @@ def handle(
         via = candidate.get("via")
         if not is_refeed(via):
             rest.append(candidate)
+        elif via == REFEED_HANDOFF:
+            frontier.enqueue(
+                candidate["url"], candidate["depth"], candidate["priority"], within_budget=False
+            )
         elif revisits.refeed(candidate["url"], when_due=via == REFEED_WHEN_DUE):
             frontier.enqueue(candidate["url"], candidate["depth"], candidate["priority"])
     for url, depth in revisits.due(partition, MAX_DUE_PER_EVENT):

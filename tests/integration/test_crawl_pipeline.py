@@ -50,6 +50,8 @@ def test_crawl_of_the_demo_web(
     )
     assert run.returncode == 0, run.stderr[-3000:]
     assert "pages stored" in run.stdout
+    # every body parse kept was found by link-extract (no rebalance mid-crawl here)
+    assert " 0 hand-off misses" in run.stdout, run.stdout[-2000:]
 
     expected = web.reachable_allowed()
     with open_stores(run.data_dir) as store:

@@ -4,7 +4,9 @@ demo server's own request log (bench/faults.py, which this runs small; run it bi
 
 * every reachable page is stored, each URL with exactly one response record;
 * pages fetched more than once stay within what can have been in flight at the kills
-  (one request per active host at each of the two rebalances a kill brings);
+  (one request per active host at each of the two rebalances a kill brings), plus the
+  pages whose body was in the hand-off cache of a worker that lost their partition
+  (streams/core/handoff.py: each is fetched again, and logged by its worker);
 * no host ever saw two requests at once, or two closer than the delay;
 * per partition the victim held, the time from the kill to its next request is measured
   (printed, and kept as the test's ``recovery_seconds_by_partition`` property).

@@ -11,6 +11,7 @@ import pytest
 import topology
 from streams import codec
 from streams.codec import DecodeError
+from streams.core.handoff import payload_digest
 
 PAGE: dict[str, Any] = {
     "url": "https://example.com/a?b=1",
@@ -23,6 +24,8 @@ PAGE: dict[str, Any] = {
     "depth": 2,
     "truncated": True,
 }
+
+PAGE_DIGEST = payload_digest(PAGE["body"])
 
 #: One representative record per schema, using every field (unions both ways).
 EXAMPLES: dict[str, list[dict[str, Any]]] = {
@@ -113,7 +116,24 @@ EXAMPLES: dict[str, list[dict[str, Any]]] = {
         {
             "pages": [
                 {
+                    "page": {**PAGE, "body": None},
+                    "digest": PAGE_DIGEST,
+                    "size": 12345,
+                    "fingerprint": "77",
+                    "title": "",
+                    "links": ["/b"],
+                    "base": None,
+                    "nofollow": False,
+                    "noindex": False,
+                    "duplicate_of": None,
+                    "simhash": 5,
+                    "band": 1,
+                    "near_duplicate_of": None,
+                },
+                {
                     "page": PAGE,
+                    "digest": PAGE_DIGEST,
+                    "size": len(PAGE["body"]),
                     "fingerprint": "0123abcd",
                     "title": "Titre é",
                     "links": ["/a", "https://other.example/"],
@@ -131,6 +151,8 @@ EXAMPLES: dict[str, list[dict[str, Any]]] = {
                 },
                 {
                     "page": PAGE,
+                    "digest": PAGE_DIGEST,
+                    "size": len(PAGE["body"]),
                     "fingerprint": "ff",
                     "title": "",
                     "links": [],
@@ -183,6 +205,11 @@ EXAMPLES: dict[str, list[dict[str, Any]]] = {
         },
     ],
 }
+
+#: The older layout carried every body inline: the inline pages of the current examples.
+EXAMPLES["parsed_batch_v1"] = [
+    {"pages": [p for p in EXAMPLES["parsed_batch"][0]["pages"] if p["page"]["body"] is not None]}
+]
 
 
 def avsc_names() -> set[str]:
@@ -449,7 +476,10 @@ def test_headers_travel_as_lines_or_as_two_arrays() -> None:
             "page": bad,
         }
         with pytest.raises(DecodeError, match="header"):
-            codec.decode("parsed_batch", _raw("parsed_batch", {"pages": [parsed_bad]}))
+            codec.decode(
+                "parsed_batch",
+                _raw("parsed_batch", {"layout": codec.PARSED_LAYOUT, "pages": [parsed_bad]}),
+            )
 
 
 @pytest.mark.parametrize(
@@ -472,4 +502,36 @@ def test_malformed_link_lines_are_a_decode_error() -> None:
     wire = codec.wire_form("parsed_batch", EXAMPLES["parsed_batch"][0])["pages"][0]
     for bad in ({**wire, "link_lines": "/a"}, {**wire, "link_lines": "/a\n", "links": ["/b"]}):
         with pytest.raises(DecodeError, match="links"):
-            codec.decode("parsed_batch", _raw("parsed_batch", {"pages": [bad]}))
+            codec.decode(
+                "parsed_batch",
+                _raw("parsed_batch", {"layout": codec.PARSED_LAYOUT, "pages": [bad]}),
+            )
+
+
+def test_an_older_parsed_batch_with_bodies_inline_still_decodes() -> None:
+    """A resumed crawl may find messages an older Seine left in its topics: the layout
+    marker tells them apart, and their pages come back with the body inline and the
+    digest and size the current layout carries."""
+    old = codec.encode("parsed_batch_v1", EXAMPLES["parsed_batch_v1"][0])
+    assert not old.startswith(codec.PARSED_LAYOUT)
+    decoded = codec.decode("parsed_batch", old)
+    assert decoded == EXAMPLES["parsed_batch_v1"][0]
+    assert decoded["pages"][0]["page"]["body"] == PAGE["body"]
+    assert decoded["pages"][0]["digest"] == payload_digest(PAGE["body"])
+    assert codec.decode("parsed_batch", b"\x00") == {"pages": []}  # an empty old batch
+    with pytest.raises(DecodeError, match="neither the current layout"):
+        codec.decode("parsed_batch", b"\x04garbage")
+
+
+def test_a_handed_off_page_travels_without_its_body() -> None:
+    item = EXAMPLES["parsed_batch"][0]["pages"][0]
+    wire = codec.wire_form("parsed_batch", {"pages": [item]})
+    assert wire["layout"] == codec.PARSED_LAYOUT
+    assert (wire["pages"][0]["handoff"], wire["pages"][0]["page"]["body"]) == (True, b"")
+    inline = {**item, "page": PAGE}
+    assert codec.wire_form("parsed_batch", {"pages": [inline]})["pages"][0]["handoff"] is False
+    with pytest.raises(ValueError, match="digest"):
+        codec.encode("parsed_batch", {"pages": [{**item, "digest": ""}]})
+    both = {**wire["pages"][0], "page": {**wire["pages"][0]["page"], "body": b"x"}}
+    with pytest.raises(DecodeError, match="both handed off and inline"):
+        codec.decode("parsed_batch", _raw("parsed_batch", {**wire, "pages": [both]}))

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 from warcio.archiveiterator import ArchiveIterator
 
 from streams.core.freshness import RevisitPolicy, RevisitSchedule
+from streams.core.handoff import HandoffCache
 from streams.core.pagestore import PageStore
 from streams.stages import link_extract
 from streams.stages.dedup import payload_digest
@@ -84,6 +85,7 @@ def test_link_extract_stores_the_digest_it_took(tmp_path: Path) -> None:
         settings=SimpleNamespace(near_dup_extract_links=False),
         counters=SimpleNamespace(pages_stored=0),
         url_partition=lambda url: 0,
+        handoff=HandoffCache(0),
     )
     out = SimpleNamespace(add=lambda *args: None, log=lambda record: None)
     bodies = [b"<p>x", b"<p>" + bytes(range(256)) * 40, b""]
