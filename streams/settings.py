@@ -88,11 +88,13 @@ class Settings:
     #: Longest a consumer fetch waits on an empty partition (Faust's own value is 1500).
     fetch_max_wait_ms: int = 1500
     #: Linger (ms) of table changelog records, which then go through a producer of
-    #: their own (streams/producer.py); negative: the stages' producer and its 2 ms.
-    #: Only a worker recovering a partition reads its changelog, after the flush that
-    #: precedes every rebalance and offset commit, so the records may wait for each
-    #: other: fewer, larger produce requests for the broker and librdkafka.
-    changelog_linger_ms: int = 500
+    #: their own (streams/producer.py); negative (the default): the stages' producer
+    #: and its 2 ms. 500 cut a busy worker's produce requests ~195/s -> ~30/s and
+    #: Tansu's CPU a page by 9-40%, but a table write then reaches the broker up to
+    #: that much later than the stage messages sent after it (a dispatched fetch
+    #: request), so a SIGKILLed worker's successor recovers older tables and redoes
+    #: more fetches: tests/integration/test_faults.py failed its bound 1 run in 5.
+    changelog_linger_ms: int = -1
     #: Codec of the stages' producer (stage topics and table changelogs): lz4, zstd,
     #: gzip, snappy or none. HTML shrinks ~4x with lz4; bench/topic_bytes.py compares.
     compression: str = "lz4"
