@@ -265,7 +265,11 @@ def test_the_cache_is_bounded_and_can_be_off() -> None:
     assert table.data["s1.test"]["aliases"] == ["www.s1.test"]
 
 
-hosts = st.from_regex(r"[a-z][a-z0-9]{0,8}\.(test|com|example)", fullmatch=True)
+# Not "www.<tld>": its bare form would be a TLD and its www form "www.www.<tld>",
+# whose site key (one "www." removed) is "www.<tld>" -- not the pair this property is about.
+hosts = st.from_regex(r"[a-z][a-z0-9]{0,8}\.(test|com|example)", fullmatch=True).filter(
+    lambda host: not host.startswith("www.")
+)
 paths = st.from_regex(r"(/[A-Za-z0-9._~%-]{0,6}){0,4}(\?[a-z0-9=&]{0,8})?", fullmatch=True)
 
 
