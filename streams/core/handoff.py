@@ -27,18 +27,15 @@ Pure and synchronous (one worker's event loop is its only user): no Kafka here.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
+# The digest the store writes keys the cache (re-exported for parse and the codec).
+from streams.core.pagestore import payload_digest
 
-def payload_digest(body: bytes) -> str:
-    """The WARC payload digest of a body (sha1, base32), as the page store writes it:
-    parse takes it once, and it keys the hand-off, dedup's table and the revisit record."""
-    return "sha1:" + base64.b32encode(hashlib.sha1(body).digest()).decode("ascii")
+__all__ = ["ENTRY_OVERHEAD", "HandoffCache", "HandoffStats", "payload_digest"]
 
 
 #: What an entry costs besides its body (key strings, the dict slot, the bytes header):

@@ -362,8 +362,15 @@ def _ts14(micros: int) -> str:
     return _micros_to_dt(micros).strftime("%Y%m%d%H%M%S")
 
 
-def _sha1_b32(data: bytes) -> str:
-    return "sha1:" + base64.b32encode(hashlib.sha1(data).digest()).decode("ascii")
+def payload_digest(body: bytes) -> str:
+    """The WARC payload digest of a body (sha1, base32), as the store writes it: parse
+    takes it once (streams.core.handoff re-exports it), and it keys the hand-off,
+    content-dedup's table and the revisit record, so all must agree with the store."""
+    return "sha1:" + base64.b32encode(hashlib.sha1(body).digest()).decode("ascii")
+
+
+#: The same, for methods whose ``payload_digest`` parameter hides the function.
+_payload_digest = payload_digest
 
 
 def _clean_header(s: str) -> str:
@@ -1148,7 +1155,7 @@ class PageStore:
             headers=_normalize_headers(_check_headers(headers), len(body)),
             body=body,
             ip=ip,
-            digest=_sha1_b32(body) if payload_digest is None else payload_digest,
+            digest=_payload_digest(body) if payload_digest is None else payload_digest,
             truncated=bool(truncated),
             revisit_of=None,
             orig_micros=0,

@@ -945,7 +945,7 @@ def test_response_records_are_warcio_s_byte_for_byte(tmp_path: Path) -> None:
             headers=ps._normalize_headers(kw["headers"], len(kw["body"])),
             body=kw["body"],
             ip=kw.get("ip"),
-            digest=ps._sha1_b32(kw["body"]),
+            digest=ps.payload_digest(kw["body"]),
             truncated=bool(kw.get("truncated")),
             revisit_of=None,
             orig_micros=0,
