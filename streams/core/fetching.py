@@ -8,9 +8,7 @@ ends within ``total_timeout``; every body held in memory is at most its cap.
 * **Timeouts.** connect (TCP), first byte (request start → complete response
   headers, so headers trickled a byte at a time can't hold a slot), read (the
   longest silence, headers or body) and total (the whole fetch, redirects of
-  robots.txt included). Each timeout says which it was in the reason. First byte
-  and total are kept by `Deadlines` (one loop timer per length for every fetch);
-  connect and read by aiohttp.
+  robots.txt included). Each timeout says which it was in the reason.
 * **Names and the SSRF guard.** `GuardedResolver`: ``--resolve`` overrides first,
   then a cache that honours the answer's TTL (aiodns when installed; the system
   resolver with a fixed TTL otherwise), failures cached with a growing backoff and
@@ -37,7 +35,6 @@ ends within ``total_timeout``; every body held in memory is at most its cap.
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import ipaddress
 import re
@@ -731,102 +728,6 @@ class _FetchTimeout(Exception):
     """One of our own timers fired; the message is the crawl-log reason."""
 
 
-class Deadlines:
-    """Timeouts of many fetches on one loop timer per length.
-
-    ``asyncio.timeout(delay)`` arms a loop timer at every use (under uvloop a libuv
-    timer, created and closed each time): a fetch took two, and together they cost
-    ~40 µs of CPU a fetch (BENCHMARKS.md, "Fetch path"). A fetcher's timeouts come in
-    a few fixed lengths, so the deadlines of one length fall due in the order they
-    were set: one FIFO per length, with one timer armed for its earliest entry still
-    open, does the same job. The caller enters ``asyncio.timeout(None)`` (no timer)
-    and hands it to `watch`; when its deadline passes, the Timeout is fired through
-    its own ``reschedule``, so what the task sees (TimeoutError at the end of the
-    ``async with``, ``expired()``) is asyncio's, unchanged.
-    """
-
-    def __init__(self) -> None:
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._queues: dict[float, _DeadlineQueue] = {}
-
-    def watch(self, timeout: asyncio.Timeout, delay: float) -> list[Any]:
-        """Expire `timeout` (entered, with no deadline of its own) `delay` seconds from
-        now. The entry returned must go to `release` before the ``async with`` ends."""
-        loop = asyncio.get_running_loop()
-        if loop is not self._loop:
-            # a new event loop (a test's, or the one a shutdown closes the session in):
-            # the old loop's timers and tasks are gone with it
-            self._loop, self._queues = loop, {}
-        queue = self._queues.get(delay)
-        if queue is None:
-            queue = self._queues[delay] = _DeadlineQueue(loop)
-        return queue.add(timeout, loop.time() + delay)
-
-    @staticmethod
-    def release(entry: list[Any]) -> None:
-        """The block ended: its deadline no longer concerns anyone."""
-        entry[1] = None
-
-    def pending(self) -> int:
-        """Entries not yet dropped (released ones are dropped lazily, in order)."""
-        return sum(len(q.entries) for q in self._queues.values())
-
-    def close(self) -> None:
-        """Disarm every timer of the running loop (a closed loop's went with it)."""
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is self._loop:
-            for queue in self._queues.values():
-                queue.disarm()
-        self._loop, self._queues = None, {}
-
-
-class _DeadlineQueue:
-    """Entries ``[when, timeout or None]`` of one length, in deadline order."""
-
-    #: Fire entries due within this much of now (a loop timer may wake a little early,
-    #: as asyncio's own loop allows for its clock resolution).
-    SLACK = 0.001
-
-    __slots__ = ("_handle", "_loop", "entries")
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
-        self.entries: collections.deque[list[Any]] = collections.deque()
-        self._handle: asyncio.TimerHandle | None = None
-
-    def add(self, timeout: asyncio.Timeout, when: float) -> list[Any]:
-        entries = self.entries
-        while entries and entries[0][1] is None:  # fetches mostly end in the order they began
-            entries.popleft()
-        entry = [when, timeout]
-        entries.append(entry)
-        if self._handle is None:
-            self._handle = self._loop.call_at(when, self._fire)
-        return entry
-
-    def _fire(self) -> None:
-        self._handle = None
-        entries = self.entries
-        now = self._loop.time() + self.SLACK
-        while entries:
-            when, timeout = entries[0]
-            if timeout is not None and when > now:
-                self._handle = self._loop.call_at(when, self._fire)
-                return
-            entries.popleft()
-            if timeout is not None:
-                timeout.reschedule(when)  # due: the Timeout cancels its task at once
-
-    def disarm(self) -> None:
-        if self._handle is not None:
-            self._handle.cancel()
-            self._handle = None
-        self.entries.clear()
-
-
 @dataclass
 class _Progress:
     """Where a fetch is, so a failure can say what timed out and keep partial bytes."""
@@ -913,8 +814,6 @@ class Fetcher:
         self.guard = AddressGuard(config.allow_private, config.allowed_networks)
         self._resolver = resolver
         self._session: aiohttp.ClientSession | None = None
-        #: The total and first-byte timeouts of every fetch, on one loop timer each.
-        self._deadlines = Deadlines()
 
     @property
     def first_byte_timeout(self) -> float:
@@ -977,7 +876,6 @@ class Fetcher:
             self._session = None
         if self._resolver is not None:
             await self._resolver.close()
-        self._deadlines.close()
 
     async def fetch(
         self, url: str, kind: str = "page", headers: Mapping[str, str] | None = None
@@ -993,19 +891,15 @@ class Fetcher:
         started = time.monotonic()
         result = FetchResult(url=url, fetched_at=time.time())
         progress = _Progress()
-        total = asyncio.timeout(None)  # expired by self._deadlines
+        total = asyncio.timeout(self.config.total_timeout)
         try:
             async with total:
-                deadline = self._deadlines.watch(total, self.config.total_timeout)
-                try:
-                    if kind == "robots":
-                        await self._fetch_robots(url, result, progress)
-                    elif kind == "sitemap":
-                        await self._fetch_sitemap(url, result, progress)
-                    else:
-                        await self._fetch_page(url, result, progress, headers)
-                finally:
-                    Deadlines.release(deadline)
+                if kind == "robots":
+                    await self._fetch_robots(url, result, progress)
+                elif kind == "sitemap":
+                    await self._fetch_sitemap(url, result, progress)
+                else:
+                    await self._fetch_page(url, result, progress, headers)
         except BlockedAddress as exc:
             result.outcome, result.reason = "blocked", str(exc)
         except _FetchTimeout as exc:
@@ -1079,14 +973,10 @@ class Fetcher:
         assert self._session is not None
         target = self.check_address(url)
         progress.phase = "headers"
-        timer = asyncio.timeout(None)  # expired by self._deadlines
+        timer = asyncio.timeout(self.first_byte_timeout)
         try:
             async with timer:
-                deadline = self._deadlines.watch(timer, self.first_byte_timeout)
-                try:
-                    return await self._session.get(target, allow_redirects=False, headers=headers)
-                finally:
-                    Deadlines.release(deadline)
+                return await self._session.get(target, allow_redirects=False, headers=headers)
         except TimeoutError:
             if timer.expired():
                 raise _FetchTimeout(
