@@ -32,7 +32,7 @@ from typing import Any
 
 import fastavro
 
-from streams.core.handoff import payload_digest
+from streams.core.pagestore import payload_digest
 
 _compiled_read: Any
 _compiled_write: Any

@@ -32,12 +32,6 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
-# The digest the store writes keys the cache (re-exported for parse and the codec).
-from streams.core.pagestore import payload_digest
-
-__all__ = ["ENTRY_OVERHEAD", "HandoffCache", "HandoffStats", "payload_digest"]
-
-
 #: What an entry costs besides its body (key strings, the dict slot, the bytes header):
 #: counted so a flood of tiny bodies is bounded too.
 ENTRY_OVERHEAD = 200

@@ -364,8 +364,8 @@ def _ts14(micros: int) -> str:
 
 def payload_digest(body: bytes) -> str:
     """The WARC payload digest of a body (sha1, base32), as the store writes it: parse
-    takes it once (streams.core.handoff re-exports it), and it keys the hand-off,
-    content-dedup's table and the revisit record, so all must agree with the store."""
+    takes it once, and it keys the hand-off, content-dedup's table and the revisit
+    record, so all must agree with the store."""
     return "sha1:" + base64.b32encode(hashlib.sha1(body).digest()).decode("ascii")
 
 

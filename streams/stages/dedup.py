@@ -28,7 +28,7 @@ from collections.abc import MutableMapping
 from typing import Any
 
 import topology
-from streams.core.handoff import payload_digest
+from streams.core.pagestore import payload_digest
 from streams.core.simhash import band_step, bands, to_unsigned
 from streams.core.urls import copy_links_differ
 from streams.stages.context import Outbox, StageContext, crawl_log_record

@@ -24,12 +24,12 @@ from typing import Any
 import topology
 from streams import codec
 from streams.core.freshness import RevisitSchedule
-from streams.core.pagestore import PageStore
+from streams.core.pagestore import PageStore, payload_digest
 from streams.core.simhash import to_unsigned
 from streams.core.urls import resolve, resolve_and_canonicalize
 from streams.stages import recrawl
 from streams.stages.context import Outbox, StageContext, crawl_log_record
-from streams.stages.dedup import digest_of, payload_digest, size_of
+from streams.stages.dedup import digest_of, size_of
 
 log = logging.getLogger("seine.link-extract")
 

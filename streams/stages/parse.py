@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 import topology
-from streams.core.handoff import payload_digest
+from streams.core.pagestore import payload_digest
 from streams.core.parsing import charset_from_headers, parse_pages
 from streams.core.simhash import to_signed
 from streams.stages.context import Outbox, StageContext

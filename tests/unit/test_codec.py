@@ -11,7 +11,7 @@ import pytest
 import topology
 from streams import codec
 from streams.codec import DecodeError
-from streams.core.handoff import payload_digest
+from streams.core.pagestore import payload_digest
 
 PAGE: dict[str, Any] = {
     "url": "https://example.com/a?b=1",

@@ -19,8 +19,8 @@ import topology
 from streams import codec
 from streams.core.freshness import RevisitPolicy, RevisitSchedule
 from streams.core.frontier import Frontier, Politeness
-from streams.core.handoff import ENTRY_OVERHEAD, HandoffCache, payload_digest
-from streams.core.pagestore import PageStore
+from streams.core.handoff import ENTRY_OVERHEAD, HandoffCache
+from streams.core.pagestore import PageStore, payload_digest
 from streams.core.partitioning import partition_for
 from streams.core.poison import Limits
 from streams.settings import Settings
