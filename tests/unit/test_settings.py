@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from streams.settings import Settings, load_settings, parse_resolve
+from streams.settings import Settings, gc_thresholds, load_settings, parse_resolve
 
 
 def write_toml(tmp_path: Path, text: str) -> Path:
@@ -144,6 +144,37 @@ def test_partitions_below_one_raise(partitions: str) -> None:
         load_settings(environ={"SEINE_PARTITIONS": partitions})
     with pytest.raises(ValueError, match="partitions"):
         load_settings(environ={}, overrides={"partitions": int(partitions)})
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [("", ()), (" ", ()), ("20000,50,100", (20000, 50, 100)), ("5000", (5000,)), ("0", (0,))],
+)
+def test_gc_thresholds(text: str, expected: tuple[int, ...]) -> None:
+    assert gc_thresholds(text) == expected
+
+
+@pytest.mark.parametrize("text", ["x", "1,2,3,4", "700,-1", "700,,10", "1.5"])
+def test_malformed_gc_threshold_fails_when_settings_load(text: str) -> None:
+    with pytest.raises(ValueError, match="gc_threshold"):
+        load_settings(environ={"SEINE_GC_THRESHOLD": text})
+
+
+def test_tune_gc_sets_the_thresholds() -> None:
+    import gc
+
+    from streams.app import tune_gc
+
+    before = gc.get_threshold()
+    try:
+        tune_gc(load_settings(environ={"SEINE_GC_THRESHOLD": "12345,6,7"}))
+        assert gc.get_threshold() == (12345, 6, 7)
+        gc.set_threshold(*before)
+        tune_gc(load_settings(environ={"SEINE_GC_THRESHOLD": ""}))
+        assert gc.get_threshold() == before  # empty: Python's own thresholds stay
+    finally:
+        gc.set_threshold(*before)
+        gc.unfreeze()
 
 
 def test_nothing_is_read_at_import() -> None:
