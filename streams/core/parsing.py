@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import mmh3
+import numpy as np
 from bs4.dammit import UnicodeDammit
 from selectolax.lexbor import LexborHTMLParser
 
@@ -21,7 +22,15 @@ from streams.core.simhash import simhashes
 
 _CHARSET_RE = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([a-zA-Z0-9_.:-]+)""", re.I)
 _WS_RE = re.compile(r"\s+")
-_LINK_SELECTOR = "a[href], area[href]"
+#: Everything _parse reads off the tree, in one traversal (document order).
+_SELECTOR = "title, base[href], meta[name], a[href], area[href]"
+_LINK_TAGS = frozenset({"a", "area"})
+#: ASCII bytes: str.split()'s whitespace (\t \n \v \f \r and \x1c-\x1f) to a space,
+#: A-Z to a-z (what casefold does to ASCII), everything else as it is.
+_ASCII_FOLD = bytes(
+    0x20 if chr(c).isspace() else ord(chr(c).casefold()) if c < 0x80 else c for c in range(256)
+)
+_SPACE = 0x20
 #: WHATWG Encoding: these labels all mean windows-1252 on the web (servers that say
 #: "iso-8859-1" routinely send its “smart quotes” in 0x80–0x9F).
 _WINDOWS_1252_LABELS = frozenset(
@@ -154,6 +163,18 @@ def normalize_text(text: str) -> str:
     return " ".join(text.split()).casefold()
 
 
+def _normalize_ascii(text: str) -> bytes:
+    """``normalize_text(text).encode()`` of an ASCII text, by numpy: ~13 instead of
+    ~42 µs an 8 KB page, where ``split`` made a string of every word."""
+    folded = text.encode("ascii").translate(_ASCII_FOLD)
+    chars = np.frombuffer(folded, dtype=np.uint8)
+    space = chars == _SPACE
+    keep = np.empty(len(chars), dtype=bool)
+    keep[:1] = True
+    np.logical_not(space[1:] & space[:-1], out=keep[1:])  # a space after a space goes
+    return chars[keep].tobytes().strip(b" ")
+
+
 def fingerprint_text(text: str) -> str:
     """128-bit murmur hash of whitespace-normalized, case-folded text, as hex."""
     return mmh3.hash_bytes(normalize_text(text).encode("utf-8", "replace")).hex()
@@ -181,7 +202,7 @@ def parse_pages(
     pages together costs about half as much a page (``simhashes``).
     """
     docs: list[ParsedDocument] = []
-    texts: list[str] = []
+    texts: list[str | bytes] = []
     with_text: list[ParsedDocument] = []
     for body, declared in pages:
         doc, normalized = _parse(body, declared)
@@ -194,8 +215,9 @@ def parse_pages(
     return docs
 
 
-def _parse(body: bytes, declared_charset: str | None) -> tuple[ParsedDocument, str | None]:
-    """The page's document, and its normalized text (None: no visible text)."""
+def _parse(body: bytes, declared_charset: str | None) -> tuple[ParsedDocument, str | bytes | None]:
+    """The page's document, and its normalized text (None: no visible text): bytes
+    when the text is ASCII (the simhash takes those as they are), else str."""
     doc = ParsedDocument()
     try:
         text = decode_html(body, declared_charset)
@@ -203,33 +225,47 @@ def _parse(body: bytes, declared_charset: str | None) -> tuple[ParsedDocument, s
     except Exception:  # lexbor should not fail, but a page never takes a stage down
         doc.fingerprint = mmh3.hash_bytes(body).hex()
         return doc, None
-    title = tree.css_first("title")
+    # One CSS pass in document order, instead of one each for the title, <base>, the
+    # meta robots and the links: the first <title> and <base href> count, as before.
+    title = base = None
+    links: list[str] = []
+    for node in tree.css(_SELECTOR):
+        tag = node.tag
+        if tag in _LINK_TAGS:
+            attrs = node.attributes
+            href = attrs.get("href")
+            if not href:
+                continue
+            if "nofollow" in (attrs.get("rel") or "").lower():
+                continue
+            links.append(href.strip())
+        elif tag == "meta":
+            attrs = node.attributes
+            name = (attrs.get("name") or "").lower()
+            if name in ("robots", "seinebot"):
+                content = (attrs.get("content") or "").lower()
+                doc.nofollow = doc.nofollow or "nofollow" in content or "none" in content
+                doc.noindex = doc.noindex or "noindex" in content or "none" in content
+        elif tag == "title":
+            if title is None:
+                title = node
+        elif tag == "base" and base is None:
+            base = node
     if title is not None:
         doc.title = _WS_RE.sub(" ", title.text() or "").strip()[:1000]
-    base = tree.css_first("base[href]")
     if base is not None:
         doc.base = (base.attributes.get("href") or "").strip() or None
-    for meta in tree.css("meta[name]"):
-        name = (meta.attributes.get("name") or "").lower()
-        if name in ("robots", "seinebot"):
-            content = (meta.attributes.get("content") or "").lower()
-            doc.nofollow = doc.nofollow or "nofollow" in content or "none" in content
-            doc.noindex = doc.noindex or "noindex" in content or "none" in content
-    links: list[str] = []
-    for node in tree.css(_LINK_SELECTOR):
-        href = node.attributes.get("href")
-        if not href:
-            continue
-        rel = (node.attributes.get("rel") or "").lower()
-        if "nofollow" in rel:
-            continue
-        links.append(href.strip())
     doc.links = links
     body_node = tree.body
     visible = body_node.text(separator=" ") if body_node is not None else text
     doc.text_chars = len(visible.strip())
     if doc.text_chars:
-        normalized = normalize_text(doc.title + "\n" + visible)
+        combined = doc.title + "\n" + visible
+        if combined.isascii():
+            ascii_text = _normalize_ascii(combined)
+            doc.fingerprint = mmh3.hash_bytes(ascii_text).hex()
+            return doc, ascii_text
+        normalized = normalize_text(combined)
         doc.fingerprint = mmh3.hash_bytes(normalized.encode("utf-8", "replace")).hex()
         return doc, normalized
     # No visible text (a page of links, an empty body): only identical bytes match.

@@ -106,6 +106,12 @@ def _byte_table(mask_numbers: bool) -> bytes:
 
 
 _TABLES = {True: _byte_table(True), False: _byte_table(False)}
+#: The same, lower-casing A-Z as well: for texts given as ASCII bytes (one pass instead
+#: of ``str.lower`` + encode + translate).
+_ASCII_TABLES = {
+    mask: bytes(table[c + 0x20] if 0x41 <= c <= 0x5A else table[c] for c in range(256))
+    for mask, table in _TABLES.items()
+}
 _ZEROS_RE = re.compile(rb"0+")
 
 
@@ -150,7 +156,7 @@ def _fmix(k: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
 
 
 def _word_hashes(
-    texts: Sequence[str], mask_numbers: bool
+    texts: Sequence[str | bytes], mask_numbers: bool
 ) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.intp]]:
     """mmh3 hashes of the words of every text (as :func:`_words` splits them), and the
     index of the text each word belongs to.
@@ -160,11 +166,14 @@ def _word_hashes(
     MurmurHash3, so for those the hash is a dozen numpy operations over all words of
     all texts at once, bit for bit what ``mmh3.hash64`` gives (tested); the rare
     longer word is hashed by ``mmh3`` itself.  Texts are joined by a newline, which
-    translation has removed from the texts themselves.
+    translation has removed from the texts themselves. A text given as bytes is ASCII
+    (what parse's normalizer gives an ASCII page) and hashes as its str would.
     """
-    table = _TABLES[mask_numbers]
+    table, ascii_table = _TABLES[mask_numbers], _ASCII_TABLES[mask_numbers]
     joined = b"\n".join(
-        t.lower().replace("\xa0", " ").encode("utf-8", "surrogatepass").translate(table)
+        t.translate(ascii_table)
+        if isinstance(t, bytes)
+        else t.lower().replace("\xa0", " ").encode("utf-8", "surrogatepass").translate(table)
         for t in texts
     )
     # A separator at each end, and spare bytes so both 8-byte loads of a word are in bounds.
@@ -207,7 +216,7 @@ def _shingles(h: npt.NDArray[np.uint64], width: int) -> npt.NDArray[np.uint64]:
 
 
 def _all_shingles(
-    texts: Sequence[str], shingle: int, mask_numbers: bool
+    texts: Sequence[str | bytes], shingle: int, mask_numbers: bool
 ) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.intp]]:
     """Shingle hashes of every text, one per occurrence, and the text of each."""
     if not 1 <= shingle <= len(_POSITION_MUL):
@@ -233,7 +242,7 @@ def _all_shingles(
 
 
 def shingle_hashes(
-    text: str, *, shingle: int = DEFAULT_SHINGLE, mask_numbers: bool = True
+    text: str | bytes, *, shingle: int = DEFAULT_SHINGLE, mask_numbers: bool = True
 ) -> npt.NDArray[np.uint64]:
     """64-bit hashes of the overlapping word shingles of ``text``, one per occurrence.
 
@@ -343,9 +352,12 @@ def simhash_of(hashes: npt.NDArray[np.uint64]) -> int:
 
 
 def simhashes(
-    texts: Sequence[str], *, shingle: int = DEFAULT_SHINGLE, mask_numbers: bool = True
+    texts: Sequence[str | bytes], *, shingle: int = DEFAULT_SHINGLE, mask_numbers: bool = True
 ) -> list[int | None]:
     """:func:`simhash_or_none` of many texts in one vectorised pass (same values).
+
+    A text may be given as ASCII bytes (its simhash is its str's): parse hands its
+    normalized ASCII pages over so, without decoding them to str first.
 
     Why: numpy's cost per call, not per element, dominates an 8 KB page's simhash;
     the parse stage hands a whole batch of pages here.

@@ -5,6 +5,8 @@ from __future__ import annotations
 import random
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from streams.core import parsing
 from streams.core.parsing import (
@@ -49,6 +51,17 @@ def test_rel_nofollow_links_are_skipped() -> None:
     assert not doc.nofollow  # a link's rel is not the page's meta robots
 
 
+def test_first_title_in_document_order_wins() -> None:
+    doc = parse_html(
+        b"<head><title>One</title></head><body><a href=/x>x</a>"
+        b"<svg><title>Two</title></svg><title>Three</title></body>"
+    )
+    assert doc.title == "One"
+    assert doc.links == ["/x"]
+    late = parse_html(b"<body><a href=/y>y</a><p>text</p><title>Late  title</title></body>")
+    assert late.title == "Late title"
+
+
 def test_base_href() -> None:
     doc = parse_html(
         b'<head><base target="_blank"><base href=" https://cdn.example/dir/ ">'
@@ -90,6 +103,24 @@ def test_fingerprint_ignores_whitespace_case_and_markup() -> None:
     )
     assert a.fingerprint == b.fingerprint
     assert fingerprint_text("A  b\n c") == fingerprint_text("a b c ")
+
+
+@given(st.text(alphabet=st.characters(max_codepoint=0x7F)))
+def test_ascii_normalizer_is_normalize_text(text: str) -> None:
+    """ASCII pages are normalized by numpy: exactly what ``normalize_text`` gives
+    (str.split's whitespace includes \\x1c-\\x1f; casefold of ASCII is lower)."""
+    assert parsing._normalize_ascii(text) == parsing.normalize_text(text).encode("ascii")
+
+
+def test_ascii_and_other_pages_fingerprint_alike() -> None:
+    """The fingerprint of an ASCII page (numpy path) is that of its text as str."""
+    body = b"<title>T\x1fX</title><body><P>Hello \x0b  WORLD\r\n \x1c x</P></body>"
+    doc, normalized = parsing._parse(body, "utf-8")
+    assert normalized == b"t x hello world x"
+    assert doc.fingerprint == fingerprint_text("T\x1fX\nHello \x0b  WORLD\r\n \x1c x")
+    other, text = parsing._parse(body.replace(b"WORLD", "WÖRLD".encode()), "utf-8")
+    assert text == "t x hello wörld x"
+    assert other.fingerprint == fingerprint_text("t x hello wörld x")
 
 
 def test_fingerprint_differs_for_different_text() -> None:
