@@ -27,6 +27,7 @@ import fastavro
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from streams import codec
+from streams.core.pagestore import payload_digest
 
 CANDIDATE = {
     "type": "record",
@@ -193,6 +194,9 @@ def page(rng: random.Random) -> dict[str, Any]:
 def parsed(rng: random.Random, p: dict[str, Any]) -> dict[str, Any]:
     return {
         "page": p,
+        # parse takes the digest and size once (the hand-off); the row peer ignores them
+        "digest": payload_digest(p["body"]),
+        "size": len(p["body"]),
         "fingerprint": f"{rng.getrandbits(128):032x}",
         "title": "Home of 127.0.1.3",
         "links": [f"/page-{rng.randrange(30)}.html" for _ in range(23)],

@@ -206,6 +206,8 @@ EXAMPLES: dict[str, list[dict[str, Any]]] = {
     ],
 }
 
+#: The older url_batch layout carries the same candidates.
+EXAMPLES["url_batch_v1"] = EXAMPLES["url_batch"]
 #: The older layout carried every body inline: the inline pages of the current examples.
 EXAMPLES["parsed_batch_v1"] = [
     {"pages": [p for p in EXAMPLES["parsed_batch"][0]["pages"] if p["page"]["body"] is not None]}
@@ -322,21 +324,50 @@ CANDIDATE_DEFAULTS = {"depth": 0, "priority": 0, "via": None, "inlinks": 1, "kin
 
 def test_url_candidates_travel_as_columns_and_come_back_as_dicts() -> None:
     urls = EXAMPLES["url_batch"][0]["urls"]
-    wire = codec.wire_form("url_batch", {"urls": urls})
-    assert wire == {
+    columns = {
+        "depth": [1, 0],
+        "priority": [5, 0],
+        "via": [1, 0],
+        "vias": ["seed"],
+        "inlinks": [1, 3],
+    }
+    assert codec.wire_form("url_batch", {"urls": urls}) == {
+        "layout": codec.URL_LAYOUT,
+        "urls": {
+            "url_lines": "https://example.com/x\nhttp://b.example/ü\n",
+            "url": [],
+            "kind_lines": "page\nsitemap\n",
+            "kind": [],
+            **columns,
+        },
+    }
+    assert codec.wire_form("url_batch_v1", {"urls": urls}) == {
         "urls": {
             "url": ["https://example.com/x", "http://b.example/ü"],
-            "depth": [1, 0],
-            "priority": [5, 0],
-            "via": [1, 0],
-            "vias": ["seed"],
-            "inlinks": [1, 3],
             "kind": ["page", "sitemap"],
+            **columns,
         }
     }
+    # A line feed in a URL or a kind: that column travels as an array instead.
+    odd = [
+        {"url": "http://a.example/\nx", "kind": "page"},
+        {"url": "http://b.example/", "kind": "a\nb"},
+    ]
+    wire = codec.wire_form("url_batch", {"urls": odd})["urls"]
+    assert (wire["url_lines"], wire["url"]) == ("", ["http://a.example/\nx", "http://b.example/"])
+    assert (wire["kind_lines"], wire["kind"]) == ("", ["page", "a\nb"])
+    assert [
+        c["url"]
+        for c in codec.decode("url_batch", codec.encode("url_batch", {"urls": odd}))["urls"]
+    ] == [
+        "http://a.example/\nx",
+        "http://b.example/",
+    ]
 
 
-@pytest.mark.parametrize("name, field", [("url_batch", "urls"), ("frontier_event", "new_urls")])
+@pytest.mark.parametrize(
+    "name, field", [("url_batch", "urls"), ("url_batch_v1", "urls"), ("frontier_event", "new_urls")]
+)
 def test_url_columns_edge_cases(name: str, field: str) -> None:
     def trip(candidates: list[dict[str, Any]]) -> list[dict[str, Any]]:
         decoded = codec.decode(name, codec.encode(name, {field: candidates}))
@@ -347,6 +378,10 @@ def test_url_columns_edge_cases(name: str, field: str) -> None:
     # Missing fields take the schema's defaults, and every decoded dict has all six.
     assert trip([{"url": "http://a.example/"}]) == [
         {"url": "http://a.example/", **CANDIDATE_DEFAULTS}
+    ]
+    assert trip([{"url": ""}, {"url": "", "kind": ""}]) == [
+        {"url": "", **CANDIDATE_DEFAULTS},
+        {"url": "", **CANDIDATE_DEFAULTS, "kind": ""},
     ]
     # via: None and "" stay apart; repeated vias are shared; order is kept.
     vias = [None, "", "http://p.example/", None, "http://p.example/", "seed", ""]
@@ -403,9 +438,16 @@ def _raw(name: str, record: dict[str, Any]) -> bytes:
     return buf.getvalue()
 
 
+def _lines(**over: Any) -> dict[str, Any]:
+    """The UrlLines of `_columns`, URLs and kinds packed."""
+    cols = _columns(url=[], kind=[])
+    cols.update(url_lines="http://a.example/\nhttp://b.example/\n", kind_lines="page\npage\n")
+    cols.update(over)
+    return cols
+
+
 def test_the_wire_record_of_a_plain_avro_writer_decodes() -> None:
-    got = codec.decode("url_batch", _raw("url_batch", {"urls": _columns()}))
-    assert got["urls"][1] == {
+    second = {
         "url": "http://b.example/",
         "depth": 1,
         "priority": 0,
@@ -413,6 +455,17 @@ def test_the_wire_record_of_a_plain_avro_writer_decodes() -> None:
         "inlinks": 1,
         "kind": "page",
     }
+    layout = codec.URL_LAYOUT
+    for urls in (_lines(), _columns(url_lines="", kind_lines="")):  # packed, or as arrays
+        got = codec.decode("url_batch", _raw("url_batch", {"layout": layout, "urls": urls}))
+        assert got["urls"][1] == second
+    # the older layout, as an older Seine left it in a resumed crawl's topics
+    old = _raw("url_batch_v1", {"urls": _columns()})
+    assert not old.startswith(layout)
+    assert codec.decode("url_batch", old)["urls"][1] == second
+    assert codec.decode("url_batch", b"\x00" * 7) == {"urls": []}  # an empty old batch
+    with pytest.raises(DecodeError, match="neither the current layout"):
+        codec.decode("url_batch", b"\x04garbage")
 
 
 @pytest.mark.parametrize(
@@ -427,10 +480,28 @@ def test_the_wire_record_of_a_plain_avro_writer_decodes() -> None:
 )
 def test_inconsistent_columns_are_a_decode_error(bad: dict[str, Any]) -> None:
     with pytest.raises(DecodeError, match="UrlColumns"):
-        codec.decode("url_batch", _raw("url_batch", {"urls": bad}))
+        codec.decode("url_batch", _raw("url_batch_v1", {"urls": bad}))
+    lines = {**bad, "url_lines": "", "kind_lines": ""}
+    with pytest.raises(DecodeError, match="UrlLines"):
+        codec.decode("url_batch", _raw("url_batch", {"layout": codec.URL_LAYOUT, "urls": lines}))
     event = {"new_urls": bad, "completions": [], "tick": False}
     with pytest.raises(DecodeError, match="UrlColumns"):
         codec.decode("frontier_event", _raw("frontier_event", event))
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        _lines(url_lines="http://a.example/\n"),
+        _lines(kind_lines="page\n"),
+        _lines(url_lines="http://a.example/\nhttp://b.example/"),
+        _lines(url=["http://a.example/", "http://b.example/"]),
+        _lines(kind=["page", "page"]),
+    ],
+)
+def test_inconsistent_url_lines_are_a_decode_error(bad: dict[str, Any]) -> None:
+    with pytest.raises(DecodeError, match="UrlLines"):
+        codec.decode("url_batch", _raw("url_batch", {"layout": codec.URL_LAYOUT, "urls": bad}))
 
 
 def test_headers_travel_as_lines_or_as_two_arrays() -> None:
