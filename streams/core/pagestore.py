@@ -65,8 +65,8 @@ Choices worth knowing about
 
 from __future__ import annotations
 
-import base64
 import contextlib
+import functools
 import hashlib
 import heapq
 import io
@@ -79,7 +79,6 @@ import socket
 import struct
 import tempfile
 import time
-import uuid
 import zlib
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -355,7 +354,36 @@ def _micros_to_dt(micros: int) -> datetime:
 
 def _warc_date(micros: int) -> str:
     """W3C-ISO8601 UTC with microseconds (WARC 1.1 allows 1-9 fraction digits)."""
-    return _micros_to_dt(micros).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    seconds, fraction = divmod(micros, 1_000_000)
+    return f"{_warc_second(seconds)}.{fraction:06d}Z"
+
+
+@functools.lru_cache(maxsize=64)
+def _warc_second(seconds: int) -> str:
+    """A WARC date to the second: the pages of a batch share a few (strftime cost
+    ~3 µs a record)."""
+    return (_EPOCH + timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+#: Base32 (RFC 4648) of every 10-bit value: a 20-byte sha1 digest is 16 of them.
+_B32_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
+_B32_PAIRS = [a + b for a in _B32_ALPHABET for b in _B32_ALPHABET]
+
+
+def _sha1_base32(digest: bytes) -> str:
+    """``base64.b32encode(digest).decode()`` of a 20-byte digest (160 bits, no padding),
+    in a third less time (base64's base32 is Python, and built for any length)."""
+    n = int.from_bytes(digest, "big")
+    return "".join([_B32_PAIRS[(n >> shift) & 0x3FF] for shift in range(150, -1, -10)])
+
+
+def _record_id() -> str:
+    """``f"<urn:uuid:{uuid.uuid4()}>"`` without building a UUID object (~2 instead of
+    ~3.5 µs a record): 122 random bits, version 4, RFC 4122 variant."""
+    n = int.from_bytes(os.urandom(16), "big")
+    n = n & ~(0xF000 << 64 | 0xC000 << 48) | (0x4000 << 64 | 0x8000 << 48)
+    h = f"{n:032x}"
+    return f"<urn:uuid:{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}>"
 
 
 def _ts14(micros: int) -> str:
@@ -366,7 +394,7 @@ def payload_digest(body: bytes) -> str:
     """The WARC payload digest of a body (sha1, base32), as the store writes it: parse
     takes it once, and it keys the hand-off, content-dedup's table and the revisit
     record, so all must agree with the store."""
-    return "sha1:" + base64.b32encode(hashlib.sha1(body).digest()).decode("ascii")
+    return "sha1:" + _sha1_base32(hashlib.sha1(body).digest())
 
 
 #: The same, for methods whose ``payload_digest`` parameter hides the function.
@@ -374,7 +402,8 @@ _payload_digest = payload_digest
 
 
 def _clean_header(s: str) -> str:
-    s = _CRLF_RE.sub(" ", s)
+    if "\r" in s or "\n" in s:  # (two scans cost a quarter of the regex's call)
+        s = _CRLF_RE.sub(" ", s)
     if s.isascii():
         return s
     return quote_from_bytes(s.encode("utf-8", "surrogateescape"), safe=_HEADER_SAFE)
@@ -1264,7 +1293,7 @@ class PageStore:
         if p.revisit_of is None and self._members is not None:
             return self._write_response(p, out, segment)
         http = StatusAndHeaders(_status_line(p.status), list(p.headers), protocol="HTTP/1.1")
-        record_id = f"<urn:uuid:{uuid.uuid4()}>"
+        record_id = _record_id()
         rec_headers: list[tuple[str, str]] = [
             ("WARC-Type", "response" if p.revisit_of is None else "revisit"),
             ("WARC-Record-ID", record_id),
@@ -1279,9 +1308,7 @@ class PageStore:
             block = hashlib.sha1(http.headers_buff)
             block.update(p.body)
             rec_headers.append(("WARC-Payload-Digest", p.digest))
-            rec_headers.append(
-                ("WARC-Block-Digest", "sha1:" + base64.b32encode(block.digest()).decode("ascii"))
-            )
+            rec_headers.append(("WARC-Block-Digest", "sha1:" + _sha1_base32(block.digest())))
             if p.truncated:
                 rec_headers.append(("WARC-Truncated", "length"))
             payload = io.BytesIO(p.body)
@@ -1335,7 +1362,7 @@ class PageStore:
         http_block = _http_block(p.status, p.headers)
         block = hashlib.sha1(http_block)
         block.update(p.body)
-        record_id = f"<urn:uuid:{uuid.uuid4()}>"
+        record_id = _record_id()
         lines = [
             "WARC/1.1\r\nWARC-Type: response\r\nWARC-Record-ID: ",
             record_id,
@@ -1351,7 +1378,7 @@ class PageStore:
             "WARC-Payload-Digest: ",
             p.digest,
             "\r\nWARC-Block-Digest: sha1:",
-            base64.b32encode(block.digest()).decode("ascii"),
+            _sha1_base32(block.digest()),
             "\r\n",
         ]
         if p.truncated:
@@ -1621,7 +1648,7 @@ def _near_dup_metadata(writer: WARCWriter, p: _Pending, refers_to: str) -> Any:
     block = "".join(f"{n}: {_clean_header(v)}\r\n" for n, v in fields).encode("ascii")
     headers = [
         ("WARC-Type", "metadata"),
-        ("WARC-Record-ID", f"<urn:uuid:{uuid.uuid4()}>"),
+        ("WARC-Record-ID", _record_id()),
         ("WARC-Date", _warc_date(p.micros)),
         ("WARC-Target-URI", p.url),
         ("WARC-Refers-To", refers_to),

@@ -75,7 +75,7 @@ def _handle(
     writes: list[dict[str, Any]] = []
     #: revisit records to write once the pages are stored (a record never runs ahead
     #: of the store: a kill in between means a second copy, never a lost page)
-    visits: list[tuple[dict[str, Any], tuple[str, float] | None]] = []
+    visits: list[tuple[dict[str, Any], list[tuple[str, str]], tuple[str, float] | None]] = []
     #: captures stored by this batch (its records are written after the store)
     batch_captures: dict[str, tuple[str, float]] = {}
     emitted = 0
@@ -101,8 +101,9 @@ def _handle(
             taken[id(parsed)] = body
         if stored is not None:
             batch_captures[url] = stored
+        headers = _headers(page)  # (neither the store nor the revisit record changes it)
         if revisits is not None and 200 <= page["status"] < 300:
-            visits.append((parsed, stored))
+            visits.append((parsed, headers, stored))
         near = parsed.get("near_duplicate_of")
         if duplicate is SAME_CAPTURE:
             pass  # this very capture is stored already: read again after a rebalance
@@ -114,7 +115,7 @@ def _handle(
                     "original_digest": duplicate["digest"],
                     "original_date": duplicate["fetched_at"],
                     "status": page["status"],
-                    "headers": _headers(page),
+                    "headers": headers,
                     "fetched_at": page["fetched_at"],
                     "ip": page["ip"],
                 }
@@ -125,7 +126,7 @@ def _handle(
             write = {
                 "url": url,
                 "status": page["status"],
-                "headers": _headers(page),
+                "headers": headers,
                 "body": body,
                 "fetched_at": page["fetched_at"],
                 "ip": page["ip"],
@@ -167,12 +168,12 @@ def _handle(
         store.put_many(writes)
         ctx.counters.pages_stored += sum(1 for w in writes if "body" in w)
     if revisits is not None:
-        for parsed, stored in visits:
+        for parsed, headers, stored in visits:
             page = parsed["page"]
             revisits.fetched(
                 page["url"],
                 fingerprint=parsed["fingerprint"],
-                headers=_headers(page),
+                headers=headers,
                 depth=page["depth"],
                 stored=stored,
             )

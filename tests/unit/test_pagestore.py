@@ -956,3 +956,29 @@ def test_response_records_are_warcio_s_byte_for_byte(tmp_path: Path) -> None:
     with (tmp_path / "s").rglob(captures[0].segment).__next__().open("rb") as f:
         types = [r.rec_type for r in ArchiveIterator(f, check_digests="raise")]
     assert types == ["warcinfo", "response", "response", "response", "response", "metadata"]
+
+
+def test_record_header_helpers_match_the_library_forms() -> None:
+    """The hand-made WARC-Date, base32 digest and record id are what datetime, base64
+    and uuid give (they replaced them on the write path for speed)."""
+    import uuid
+    from datetime import UTC, datetime, timedelta
+
+    epoch = datetime(1970, 1, 1, tzinfo=UTC)
+    rng = random.Random(5)
+    micros = [0, 1, 999_999, 1_000_000, 1_700_000_000_123_456, ps._MAX_TS_MICROS]
+    micros += [rng.randrange(ps._MAX_TS_MICROS) for _ in range(300)]
+    for m in micros:
+        expected = (epoch + timedelta(microseconds=m)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        assert ps._warc_date(m) == expected
+    for data in [b"", b"x", *(rng.randbytes(rng.randrange(100)) for _ in range(300))]:
+        digest = hashlib.sha1(data).digest()
+        assert ps._sha1_base32(digest) == base64.b32encode(digest).decode("ascii")
+        assert ps.payload_digest(data) == sha1_b32(data)
+    ids = {ps._record_id() for _ in range(300)}
+    assert len(ids) == 300
+    for rid in ids:
+        assert rid.startswith("<urn:uuid:") and rid.endswith(">")
+        parsed = uuid.UUID(rid[len("<urn:uuid:") : -1])
+        assert parsed.version == 4 and parsed.variant == uuid.RFC_4122
+        assert rid == f"<urn:uuid:{parsed}>"
