@@ -27,6 +27,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import streams.core.simhash as simhash_module
+from streams.core import parsing
 from streams.core.parsing import _parse, parse_pages
 from streams.core.simhash import (
     _SEED,
@@ -142,6 +143,7 @@ def test_batched_votes_match_the_reference_on_demo_pages() -> None:
         reference.append(_simhash_of_one(shingle_hashes(normalized.decode("ascii"))))
     assert len(reference) == 240
     for size in (1, 32):
+        parsing._simhash_memo.clear()  # each size computes every simhash itself
         docs = [
             doc
             for i in range(0, len(bodies), size)
@@ -168,6 +170,38 @@ def test_ascii_bytes_hash_as_their_str(texts: list[str]) -> None:
     mixed = [e if i % 2 else t for i, (e, t) in enumerate(zip(encoded, texts, strict=True))]
     assert simhashes(mixed) == simhashes(texts)
     assert simhashes(encoded, mask_numbers=False) == simhashes(texts, mask_numbers=False)
+
+
+def test_parse_remembers_the_simhash_of_a_fingerprint(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An exact duplicate (same fingerprint) takes the simhash computed for the first
+    copy, in the same batch or a later one; the memo stays within its bound."""
+    computed: list[str | bytes] = []
+
+    def counting(texts: list[str | bytes]) -> list[int | None]:
+        computed.extend(texts)
+        return simhashes(texts)
+
+    monkeypatch.setattr(parsing, "simhashes", counting)
+    monkeypatch.setattr(parsing, "_simhash_memo", parsing.OrderedDict())
+    monkeypatch.setattr(parsing, "SIMHASH_MEMO_SIZE", 2)
+    a = (b"<title>A</title><p>one two three four</p>", "utf-8")
+    a_again = (b"<title>a</title><div><p>ONE two  three four</p></div>", None)
+    b = ("<p>caf\u00e9 au lait, s'il vous pla\u00eet</p>".encode(), "utf-8")
+    first = parse_pages([a, b, a_again], with_simhash=True)
+    assert len(computed) == 2  # a and a_again share a fingerprint
+    assert first[0].fingerprint == first[2].fingerprint
+    assert [d.simhash for d in first] == [
+        simhash_or_none("a\none two three four"),
+        simhash_or_none("caf\u00e9 au lait, s'il vous pla\u00eet"),
+        simhash_or_none("a\none two three four"),
+    ]
+    again = parse_pages([b, a], with_simhash=True)
+    assert len(computed) == 2
+    assert [d.simhash for d in again] == [first[1].simhash, first[0].simhash]
+    c = (b"<p>something else entirely</p>", None)
+    parse_pages([c], with_simhash=True)
+    assert len(computed) == 3 and len(parsing._simhash_memo) == 2
+    assert parse_pages([a], with_simhash=False)[0].simhash is None
 
 
 def test_simhashes_of_stored_values_did_not_change() -> None:
