@@ -294,7 +294,8 @@ def _simhashes_of(
     first = np.flatnonzero(new)
     uniq = ordered[first]
     counts = np.diff(first, append=len(ordered))
-    text_of = np.searchsorted(starts, first, side="right") - 1
+    # the text (its rank among those with features) of each distinct feature
+    text_of = np.repeat(np.arange(n_texts), np.diff(bounds))[first]
     distinct = np.bincount(text_of, minlength=n_texts)
     # Little-endian bytes: byte k holds bits 8k..8k+7; count each text's byte values.
     octets = uniq.astype("<u8").view(np.uint8).reshape(-1, 8)
