@@ -183,10 +183,13 @@ class Settings:
     handoff_cache_bytes: int = 64 * 1024 * 1024
     #: The cyclic GC's thresholds in a worker after start-up (`gc.set_threshold`:
     #: "gen0,gen1,gen2"; empty keeps Python's 700,10,10). A busy worker allocates
-    #: hundreds of thousands of short-lived containers a second, which reference
+    #: tens of thousands of short-lived containers a second, which reference
     #: counting frees; with 700 it ran ~75 young collections a second that found next
-    #: to nothing (~2% of its CPU; streams/app.py tune_gc). Peak RSS did not move.
-    gc_threshold: str = "20000,50,100"
+    #: to nothing (~2% of its CPU; streams/app.py tune_gc). Peak RSS did not move. The
+    #: full collection stays at Python's 10 older-generation collections (~10 million
+    #: allocations, minutes at full speed), so cyclic garbage that lived long enough to
+    #: reach the oldest generation (a timed-out fetch's traceback) is still freed.
+    gc_threshold: str = "20000,50,10"
 
     def with_overrides(self, **changes: Any) -> Settings:
         return dataclasses.replace(self, **changes)
