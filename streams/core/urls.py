@@ -256,9 +256,15 @@ class _Base(NamedTuple):
 
 @lru_cache(maxsize=1024)
 def _prepare_base(base: str) -> _Base:
-    """Parse a page URL once; cached because a fetch batch revisits few pages."""
+    """Parse a page URL once; cached because a fetch batch revisits few pages.
+
+    A page URL is nearly always canonical already (it came through the frontier), so
+    the absolute-link fast path of :func:`_fast_absolute` usually answers without
+    calling ada: every page has a new URL, so this is one ada call a page saved."""
     raw = _utf8(base)
-    canon = _canon_href(_serialize(raw, None))
+    canon = _fast_absolute(base) if base.isascii() else None
+    if canon is None:
+        canon = _canon_href(_serialize(raw, None))
     if canon is None:
         return _Base(raw, False, "", "", "", "")
     start = 7 if canon.startswith("http://") else 8
@@ -268,11 +274,41 @@ def _prepare_base(base: str) -> _Base:
     return _Base(raw, True, canon[:p], path, path[: path.rfind("/") + 1], query)
 
 
+def _remove_dot_segments(path: str) -> str:
+    """Drop "." and ".." segments from an absolute path the way WHATWG's path state
+    does for http(s): ".." pops a segment (never past the root), and a final "." or
+    ".." leaves a trailing "/". Only for paths of the fast paths' characters (no
+    escapes, so no "%2e" spellings, no backslashes)."""
+    segments = path[1:].split("/")
+    last = len(segments) - 1
+    out: list[str] = []
+    for i, seg in enumerate(segments):
+        if seg == "..":
+            if out:
+                out.pop()
+            if i == last:
+                out.append("")
+        elif seg == ".":
+            if i == last:
+                out.append("")
+        else:
+            out.append(seg)
+    return "/" + "/".join(out)
+
+
+#: A link that starts with a scheme. One other than http(s) (``javascript:``,
+#: ``mailto:``, ``tel:``...) makes an absolute URL of that scheme whatever follows,
+#: which the crawl drops: no ada call needed to know it.
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):")
+_HTTP_SCHEMES = frozenset({"http", "https"})
+
+
 # Links that resolve the same way under RFC 3986 and WHATWG and need no ada call:
 # a relative path of plain characters (no ':' so no scheme, no '%', '\\', spaces or
 # controls), an optional query of characters WHATWG leaves unencoded, and any
-# fragment (which canonical drops anyway). Dot segments and "//" are excluded
-# separately. The hypothesis suite checks this path against ada on random input.
+# fragment (which canonical drops anyway). A "//" start (a scheme-relative link) is
+# excluded separately; dot segments are removed by :func:`_remove_dot_segments`. The
+# hypothesis suite checks this path against ada on random input.
 _FAST_REL = re.compile(
     r"([A-Za-z0-9_~!$&'()*+,;=@./-]*)(\?[A-Za-z0-9_~!$&()*+,;=@:/?.%-]*)?(?:#.*)?",
     re.DOTALL,
@@ -283,8 +319,8 @@ _FAST_REL = re.compile(
 # authority is a plain host and port and whose path and query pass as above: the
 # authority's canonical form is ada's, memoised per authority (a page links few hosts,
 # and the same ones as its neighbours); the path needs no ada call, since the path
-# of an http(s) URL is parsed the same whatever its host. Dot segments, "//" paths,
-# userinfo and escapes in the path go to ada.
+# of an http(s) URL is parsed the same whatever its host. "//" paths, userinfo and
+# escapes in the path go to ada; dot segments are removed as for relative links.
 _FAST_ABS = re.compile(
     r"(https?:)?//([A-Za-z0-9.-]+(?::[0-9]*)?)"
     r"((?:/[A-Za-z0-9_~!$&'()*+,;=@./-]*)?)(\?[A-Za-z0-9_~!$&()*+,;=@:/?.%-]*)?(?:#.*)?",
@@ -299,6 +335,24 @@ def _authority_prefix(scheme: str, authority: str) -> str | None:
     if c is None or c.find("/", len(scheme) + 2) != len(c) - 1:
         return None
     return c[:-1]
+
+
+def _fast_absolute(url: str, default_scheme: str = "") -> str | None:
+    """Canonical form of a plain ASCII absolute (or, with ``default_scheme``,
+    scheme-relative) http(s) URL without a per-URL ada call; None when it is not of
+    the plain shape ``_FAST_ABS`` accepts (the caller then asks ada)."""
+    a = _FAST_ABS.fullmatch(url)
+    if a is None:
+        return None
+    scheme, authority, path, query = a.group(1, 2, 3, 4)
+    if path.startswith("//") or not (scheme or default_scheme):
+        return None
+    prefix = _authority_prefix(scheme or default_scheme, authority)
+    if prefix is None:
+        return None
+    if "/." in path:
+        path = _remove_dot_segments(path)
+    return prefix + (path or "/") + (_normalize_pct(query) if query else "")
 
 
 def resolve_and_canonicalize(base: str, hrefs: Iterable[str], *, dedupe: bool = True) -> list[str]:
@@ -321,7 +375,7 @@ def resolve_and_canonicalize(base: str, hrefs: Iterable[str], *, dedupe: bool = 
     seen: set[str] = set()
     fast_ok = b.ok
     fullmatch = _FAST_REL.fullmatch
-    abs_match = _FAST_ABS.fullmatch
+    scheme_match = _SCHEME.match
     base_scheme = b.prefix[: b.prefix.find(":") + 1]
     for href in hrefs:
         c: str | None = None
@@ -333,17 +387,18 @@ def resolve_and_canonicalize(base: str, hrefs: Iterable[str], *, dedupe: bool = 
                 if not path:
                     tail = b.query if query is None else _normalize_pct(query)
                     c = b.prefix + b.path + tail
-                elif path[0] != "." and "/." not in path and not path.startswith("//"):
+                else:
                     if path[0] != "/":
                         path = b.dir + path
+                    if "/." in path:
+                        path = _remove_dot_segments(path)
                     c = b.prefix + path + (_normalize_pct(query) if query else "")
-            elif plain and (a := abs_match(href)) is not None:
-                scheme, authority, path, query = a.group(1, 2, 3, 4)
-                if "/." not in path and not path.startswith("//"):
-                    prefix = _authority_prefix(scheme or base_scheme, authority)
-                    if prefix is not None:
-                        c = prefix + (path or "/") + (_normalize_pct(query) if query else "")
+            elif plain:
+                c = _fast_absolute(href, base_scheme)
             if c is None:
+                sm = scheme_match(href)
+                if sm is not None and sm[1].lower() not in _HTTP_SCHEMES:
+                    continue  # javascript:, mailto:...: never an http(s) URL
                 c = _canon_href(_serialize(_utf8(href), b.raw))
         except Exception:
             c = None
@@ -382,22 +437,46 @@ _CANONICAL_IPV4_HOST = re.compile(
 )
 
 
+#: host_of's regex answers by the URL's text up to its first "/" after the scheme's
+#: (a crawl meets few hosts and asks for each one on every link and log record).
+_HOSTS: dict[str, str] = {}
+_HOSTS_MAX = 65_536
+
+
 def host_of(url: str) -> str:
     """Lower-case hostname (no port, no userinfo) of an absolute URL, "" if none.
 
     Canonical URLs take a regex fast path; anything else is parsed by ada, so
     ``HTTP://User@Example.COM:8080`` and IDN spellings give the same answer as
     the canonical form would. IPv6 hosts keep their brackets, as WHATWG has them.
+
+    The regex answers are memoised by ``url[:end]``, ``end`` being the first "/" from
+    index 8 on: neither regex reads past that "/" (no character they consume is a
+    "/"; their lookahead sees the "/" itself), so every URL with that text before that
+    "/" gets the same answer. Only regex answers are memoised: ada's depends on the
+    whole URL (a lone surrogate anywhere makes it fail).
     """
     try:
+        end = url.find("/", 8)
+        key = url[:end] if end > 0 else ""
+        host = _HOSTS.get(key) if key else None
+        if host is not None:
+            return host
         m = _SIMPLE_HOST.match(url)
         if m is not None:
             host = m[1]
-            if "xn--" not in host:
-                return host
-        m = _CANONICAL_IPV4_HOST.match(url)
-        if m is not None:
-            return m[1]
+            if "xn--" in host:
+                host = None
+        if host is None:
+            m = _CANONICAL_IPV4_HOST.match(url)
+            if m is not None:
+                host = m[1]
+        if host is not None:
+            if key:
+                if len(_HOSTS) >= _HOSTS_MAX:
+                    _HOSTS.clear()
+                _HOSTS[key] = host
+            return host
         import ada_url
 
         return str(ada_url.parse_url(url, attributes=("hostname",))["hostname"])

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from streams.core import urls
 from streams.core.urls import (
     canonical,
     host_of,
@@ -172,6 +174,8 @@ BASES = st.sampled_from(
         "http://example.com/?",
         "mailto:a@b",
         "not a url",
+        "http://127.0.1.5:44565/a/./b/../c.html?q=%7e#f",
+        "http://a.b/..",
     ]
 )
 # Bias towards the characters the Python fast path accepts, so it is exercised.
@@ -239,3 +243,66 @@ def test_host_of_matches_canonical(host: str, port: str, rest: str) -> None:
         expected = c.split("://", 1)[1].split("/", 1)[0]
         expected = expected.rsplit(":", 1)[0] if ":" in expected else expected
         assert host_of(url) == expected == host_of(c)
+
+
+@FAST
+@given(
+    st.sampled_from(["http://a.b", "https://www.a.b:8080", "http://127.0.1.5:44565", "http://A.b"]),
+    st.sampled_from(["", "?q", "#f", " ", "x", ":1"]),
+    st.lists(st.sampled_from(["/", "/p", "?q", "#f", "\ud800", " ", "\\", "é"]), max_size=4).map(
+        "".join
+    ),
+    st.lists(st.sampled_from(["/", "/p", "?q", "#f", "\ud800", " ", "\\", "é"]), max_size=4).map(
+        "".join
+    ),
+)
+def test_host_of_memo_answers_as_a_fresh_parse(
+    authority: str, tail: str, rest1: str, rest2: str
+) -> None:
+    """host_of memoises its regex answers by the text before the first "/": two URLs
+    sharing that text, asked in either order, get what an empty memo gives each."""
+    first, second = authority + tail + "/" + rest1, authority + tail + "/" + rest2
+    fresh = []
+    for url in (first, second):
+        urls._HOSTS.clear()
+        fresh.append(host_of(url))
+    for order in ((first, second), (second, first)):
+        urls._HOSTS.clear()
+        assert [host_of(u) for u in order] == [fresh[(first, second).index(u)] for u in order]
+
+
+def test_batch_common_links_need_no_ada_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A canonical page URL, dot-segment links, absolute links to known hosts and
+    javascript:/mailto: links are all answered in Python (as ada answers them)."""
+    base = "http://127.0.1.9:44565/docs/a/page-3.html"
+    hrefs = [
+        "../page-1.html",
+        "./",
+        "..",
+        "./b/../c.html?x=%7e#s",
+        "javascript:void(0)",
+        "MailTo:a@b",
+        "http://127.0.1.9:44565/x/../y.html",
+        "//127.0.1.9:44565/./z",
+    ]
+    expected = [c for c in (resolve_canonical(base, h) for h in hrefs) if c is not None]
+    assert expected == [
+        "http://127.0.1.9:44565/docs/page-1.html",
+        "http://127.0.1.9:44565/docs/a/",
+        "http://127.0.1.9:44565/docs/",
+        "http://127.0.1.9:44565/docs/a/c.html?x=~",
+        "http://127.0.1.9:44565/y.html",
+        "http://127.0.1.9:44565/z",
+    ]
+    resolve_and_canonicalize(base, ["http://127.0.1.9:44565/"])  # memoise the authority
+    urls._prepare_base.cache_clear()
+    calls: list[bytes] = []
+    real = urls._serialize
+
+    def counting(data: bytes, base_url: bytes | None) -> str | None:
+        calls.append(data)
+        return real(data, base_url)
+
+    monkeypatch.setattr(urls, "_serialize", counting)
+    assert resolve_and_canonicalize(base, hrefs, dedupe=False) == expected
+    assert calls == []
