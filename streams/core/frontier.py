@@ -124,8 +124,14 @@ def tier_for(priority: int = 0, depth: int = 0, inlinks: int = 1) -> int:
 
 
 def pending(state: HostState) -> int:
-    """URLs queued for a host, over all its tiers."""
-    return sum(int(t) - int(h) for h, t in zip(state["heads"], state["tails"], strict=True))
+    """URLs queued for a host, over all its tiers.
+
+    Asked for every dispatch and enqueue: two C-level sums, not a generator of
+    per-tier differences (half the cost; the same answer, as each count is an int)."""
+    heads, tails = state["heads"], state["tails"]
+    if len(heads) != len(tails):
+        raise ValueError(f"a host state with {len(heads)} heads and {len(tails)} tails")
+    return sum(map(int, tails)) - sum(map(int, heads))
 
 
 def _copy(state: HostState) -> HostState:

@@ -113,11 +113,20 @@ class Outbox:
     def pending(self) -> int:
         return len(self._items) + len(self._frontier) + len(self._logs) + self._held
 
+    # Called once per link and URL: a get first, so the empty batch (or event with its
+    # two lists) is built once per flush, not as setdefault's argument on every call.
     def add(self, spec: TopicSpec, partition: int, item: Any) -> None:
-        self._items.setdefault((spec.name, partition), []).append(item)
+        key = (spec.name, partition)
+        batch = self._items.get(key)
+        if batch is None:
+            self._items[key] = [item]
+        else:
+            batch.append(item)
 
     def add_frontier(self, partition: int, kind: str, item: Any) -> None:
-        event = self._frontier.setdefault(partition, {"new_urls": [], "completions": []})
+        event = self._frontier.get(partition)
+        if event is None:
+            event = self._frontier[partition] = {"new_urls": [], "completions": []}
         event[kind].append(item)
 
     def log(self, record: dict[str, Any]) -> None:

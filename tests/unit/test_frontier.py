@@ -1030,3 +1030,11 @@ def test_authority_of_agrees_with_urlsplit(url: str) -> None:
     from streams.core.frontier import _authority_by_urlsplit, authority_of
 
     assert authority_of(url) == _authority_by_urlsplit(url)
+
+
+def test_pending_sums_every_tier_and_refuses_a_ragged_state() -> None:
+    """Counts stored as floats (an older changelog) count as ints; a state whose
+    heads and tails differ in length is an error, not a silent miscount."""
+    assert pending({"heads": [0, 5, 3, 1.0], "tails": [0, 9, 3, 4]}) == 7  # type: ignore[typeddict-item]
+    with pytest.raises(ValueError):
+        pending({"heads": [0, 0, 0], "tails": [1, 1, 1, 1]})  # type: ignore[typeddict-item]
