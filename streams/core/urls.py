@@ -355,6 +355,14 @@ def _fast_absolute(url: str, default_scheme: str = "") -> str | None:
     return prefix + (path or "/") + (_normalize_pct(query) if query else "")
 
 
+#: Canonical forms :func:`_fast_absolute` gave, by the link with its scheme (a pure
+#: function of that text, whatever page links it): pages link the same absolute URLs
+#: over and over (navigation, popular pages), and a hit costs a dict lookup instead of
+#: two regex matches and the string building. Bounded to a few MB a worker.
+_ABSOLUTES: dict[str, str] = {}
+_ABSOLUTES_MAX = 16_384
+
+
 def resolve_and_canonicalize(base: str, hrefs: Iterable[str], *, dedupe: bool = True) -> list[str]:
     """Resolve and canonicalise all links of one page; drop the uncrawlable ones.
 
@@ -376,6 +384,7 @@ def resolve_and_canonicalize(base: str, hrefs: Iterable[str], *, dedupe: bool = 
     fast_ok = b.ok
     fullmatch = _FAST_REL.fullmatch
     scheme_match = _SCHEME.match
+    absolutes = _ABSOLUTES
     base_scheme = b.prefix[: b.prefix.find(":") + 1]
     for href in hrefs:
         c: str | None = None
@@ -394,7 +403,15 @@ def resolve_and_canonicalize(base: str, hrefs: Iterable[str], *, dedupe: bool = 
                         path = _remove_dot_segments(path)
                     c = b.prefix + path + (_normalize_pct(query) if query else "")
             elif plain:
-                c = _fast_absolute(href, base_scheme)
+                # "//host/p" under an http: page is "http://host/p": one memo for both
+                key = base_scheme + href if href.startswith("/") else href
+                c = absolutes.get(key)
+                if c is None:
+                    c = _fast_absolute(href, base_scheme)
+                    if c is not None:
+                        if len(absolutes) >= _ABSOLUTES_MAX:
+                            absolutes.clear()
+                        absolutes[key] = key if c == key else c  # one string, not two
             if c is None:
                 sm = scheme_match(href)
                 if sm is not None and sm[1].lower() not in _HTTP_SCHEMES:

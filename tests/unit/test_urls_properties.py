@@ -306,3 +306,19 @@ def test_batch_common_links_need_no_ada_call(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(urls, "_serialize", counting)
     assert resolve_and_canonicalize(base, hrefs, dedupe=False) == expected
     assert calls == []
+
+
+def test_batch_absolute_memo_keys_scheme_relative_links_by_the_page_scheme() -> None:
+    """A scheme-relative link memoised under an https page is not reused under an
+    http one (nor the other way round); an absolute link's memo serves any page."""
+    urls._ABSOLUTES.clear()
+    for _ in range(2):  # the second round answers from the memo
+        assert resolve_and_canonicalize("https://a.test/", ["//b.test/p", "http://c.test/q"]) == [
+            "https://b.test/p",
+            "http://c.test/q",
+        ]
+        assert resolve_and_canonicalize("http://a.test/", ["//b.test/p", "http://c.test/q"]) == [
+            "http://b.test/p",
+            "http://c.test/q",
+        ]
+    assert set(urls._ABSOLUTES) == {"https://b.test/p", "http://b.test/p", "http://c.test/q"}
