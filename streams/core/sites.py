@@ -281,12 +281,12 @@ class SiteRegistry:
         """
         fixed = url if is_canonical else canonical(url)
         parts = None if fixed is None else _split_host_memo(fixed)
-        if parts is None:
+        if fixed is None or parts is None:
             raise ValueError(f"not an absolute http(s) URL with a host: {url[:200]!r}")
         before, host, after = parts
         info = self.register(host)
         if info.canonical == host:
-            return before + host + after
+            return fixed  # is before + host + after: no new string per link
         return before + info.canonical + after
 
     def site_id_of(self, url: str) -> int:
