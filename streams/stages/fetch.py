@@ -86,10 +86,19 @@ class FetchStage:
             self.ctx.counters.fetch_in_flight += 1
             task = asyncio.ensure_future(self._run(partition, request, headers))
             self._tasks[task] = partition
-            task.add_done_callback(self._forget_task)
+            task.add_done_callback(self._task_done)
 
-    def _forget_task(self, task: asyncio.Task[None]) -> None:
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        """Give back the fetch's slot and its in-flight count.
+
+        Here and not in a ``finally`` of :meth:`_run`: a task cancelled before it first
+        ran (a rebalance's :meth:`cancel` right after :meth:`submit` started it) never
+        enters its coroutine, so a ``finally`` there never runs, and the worker kept
+        one fetch "in flight" for good (never idle; the fault test saw it) and one slot
+        fewer. A done callback runs for every task, however it ended."""
         self._tasks.pop(task, None)
+        self.ctx.counters.fetch_in_flight -= 1
+        self._slots.release()
 
     async def cancel(self, partitions: set[int], timeout: float = 5.0) -> int:
         """Stop the fetches of partitions this worker is losing, and wait (bounded) for
@@ -105,28 +114,24 @@ class FetchStage:
     async def _run(
         self, partition: int, request: dict[str, Any], headers: dict[str, str] | None = None
     ) -> None:
+        reading: SitemapReading | None = None
         try:
-            reading: SitemapReading | None = None
-            try:
-                result = await self.fetcher.fetch(request["url"], request["kind"], headers)
-                if result.outcome == "sitemap":
-                    # up to 50 MB of XML: parse off the event loop
-                    reading = await asyncio.to_thread(
-                        read_sitemap, request["url"], request["depth"], result.body, self.sitemaps
-                    )
-                    if reading.invalid:
-                        result.outcome = "sitemap-invalid"
-                    result.reason = "; ".join(r for r in (result.reason, reading.reason) if r)
-            except Exception as exc:  # the fetcher folds errors, but never let one escape
-                log.exception("fetch of %s failed unexpectedly", request["url"])
-                result = FetchResult(url=request["url"], outcome="error", reason=repr(exc))
-            self._report(partition, request, result)
-            if reading is not None:
-                result.body = b""  # logged; the entries are all that is needed further
-                self._follow_sitemap(request, reading)
-        finally:
-            self.ctx.counters.fetch_in_flight -= 1
-            self._slots.release()
+            result = await self.fetcher.fetch(request["url"], request["kind"], headers)
+            if result.outcome == "sitemap":
+                # up to 50 MB of XML: parse off the event loop
+                reading = await asyncio.to_thread(
+                    read_sitemap, request["url"], request["depth"], result.body, self.sitemaps
+                )
+                if reading.invalid:
+                    result.outcome = "sitemap-invalid"
+                result.reason = "; ".join(r for r in (result.reason, reading.reason) if r)
+        except Exception as exc:  # the fetcher folds errors, but never let one escape
+            log.exception("fetch of %s failed unexpectedly", request["url"])
+            result = FetchResult(url=request["url"], outcome="error", reason=repr(exc))
+        self._report(partition, request, result)
+        if reading is not None:
+            result.body = b""  # logged; the entries are all that is needed further
+            self._follow_sitemap(request, reading)
 
     def _report(self, partition: int, request: dict[str, Any], result: FetchResult) -> None:
         ctx, out = self.ctx, self.out
