@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import random
+import struct
 from importlib import resources
 from typing import Any
 
@@ -206,8 +208,9 @@ EXAMPLES: dict[str, list[dict[str, Any]]] = {
     ],
 }
 
-#: The older url_batch layout carries the same candidates.
+#: The older url_batch layouts carry the same candidates.
 EXAMPLES["url_batch_v1"] = EXAMPLES["url_batch"]
+EXAMPLES["url_batch_v2"] = EXAMPLES["url_batch"]
 #: The older layout carried every body inline: the inline pages of the current examples.
 EXAMPLES["parsed_batch_v1"] = [
     {"pages": [p for p in EXAMPLES["parsed_batch"][0]["pages"] if p["page"]["body"] is not None]}
@@ -331,8 +334,20 @@ def test_url_candidates_travel_as_columns_and_come_back_as_dicts() -> None:
         "vias": ["seed"],
         "inlinks": [1, 3],
     }
+    numbers = struct.pack("<8i", 1, 0, 5, 0, 1, 0, 1, 3)
     assert codec.wire_form("url_batch", {"urls": urls}) == {
         "layout": codec.URL_LAYOUT,
+        "urls": {
+            "url_lines": "https://example.com/x\nhttp://b.example/ü\n",
+            "url": [],
+            "numbers": numbers,
+            "vias": ["seed"],
+            "kind_lines": "page\nsitemap\n",
+            "kind": [],
+        },
+    }
+    assert codec.wire_form("url_batch_v2", {"urls": urls}) == {
+        "layout": codec.URL_LAYOUT_V2,
         "urls": {
             "url_lines": "https://example.com/x\nhttp://b.example/ü\n",
             "url": [],
@@ -353,20 +368,29 @@ def test_url_candidates_travel_as_columns_and_come_back_as_dicts() -> None:
         {"url": "http://a.example/\nx", "kind": "page"},
         {"url": "http://b.example/", "kind": "a\nb"},
     ]
-    wire = codec.wire_form("url_batch", {"urls": odd})["urls"]
-    assert (wire["url_lines"], wire["url"]) == ("", ["http://a.example/\nx", "http://b.example/"])
-    assert (wire["kind_lines"], wire["kind"]) == ("", ["page", "a\nb"])
-    assert [
-        c["url"]
-        for c in codec.decode("url_batch", codec.encode("url_batch", {"urls": odd}))["urls"]
-    ] == [
-        "http://a.example/\nx",
-        "http://b.example/",
-    ]
+    for name in ("url_batch", "url_batch_v2"):
+        wire = codec.wire_form(name, {"urls": odd})["urls"]
+        assert (wire["url_lines"], wire["url"]) == (
+            "",
+            ["http://a.example/\nx", "http://b.example/"],
+        )
+        assert (wire["kind_lines"], wire["kind"]) == ("", ["page", "a\nb"])
+        assert [
+            c["url"] for c in codec.decode("url_batch", codec.encode(name, {"urls": odd}))["urls"]
+        ] == [
+            "http://a.example/\nx",
+            "http://b.example/",
+        ]
 
 
 @pytest.mark.parametrize(
-    "name, field", [("url_batch", "urls"), ("url_batch_v1", "urls"), ("frontier_event", "new_urls")]
+    "name, field",
+    [
+        ("url_batch", "urls"),
+        ("url_batch_v1", "urls"),
+        ("url_batch_v2", "urls"),
+        ("frontier_event", "new_urls"),
+    ],
 )
 def test_url_columns_edge_cases(name: str, field: str) -> None:
     def trip(candidates: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -411,6 +435,11 @@ def test_a_candidate_without_url_or_with_a_wrong_type_is_refused_at_encode() -> 
         codec.encode("url_batch", {"urls": [{"url": "http://a.example/", "depth": "deep"}]})
     with pytest.raises((TypeError, ValueError)):
         codec.encode("url_batch", {"urls": [{"url": None}]})
+    # the numbers are Avro ints: 32 bits, as fastavro's int arrays
+    for field in ("depth", "priority", "inlinks"):
+        for value in (2**31, -(2**31) - 1, 1.5):
+            with pytest.raises(ValueError, match="url_batch"):
+                codec.encode("url_batch", {"urls": [{"url": "http://a.example/", field: value}]})
 
 
 def _columns(**over: list[Any]) -> dict[str, Any]:
@@ -438,6 +467,26 @@ def _raw(name: str, record: dict[str, Any]) -> bytes:
     return buf.getvalue()
 
 
+def _numbers(cols: dict[str, Any]) -> bytes:
+    ints = [*cols["depth"], *cols["priority"], *cols["via"], *cols["inlinks"]]
+    return struct.pack(f"<{len(ints)}i", *ints)
+
+
+def _packed(**over: Any) -> dict[str, Any]:
+    """The UrlPacked of `_columns`: URLs and kinds as lines, the numbers as bytes."""
+    cols = _columns()
+    packed = {
+        "url_lines": "http://a.example/\nhttp://b.example/\n",
+        "url": [],
+        "numbers": _numbers(cols),
+        "vias": cols["vias"],
+        "kind_lines": "page\npage\n",
+        "kind": [],
+    }
+    packed.update(over)
+    return packed
+
+
 def _lines(**over: Any) -> dict[str, Any]:
     """The UrlLines of `_columns`, URLs and kinds packed."""
     cols = _columns(url=[], kind=[])
@@ -456,12 +505,19 @@ def test_the_wire_record_of_a_plain_avro_writer_decodes() -> None:
         "kind": "page",
     }
     layout = codec.URL_LAYOUT
-    for urls in (_lines(), _columns(url_lines="", kind_lines="")):  # packed, or as arrays
+    for urls in (
+        _packed(),
+        _packed(url_lines="", url=_columns()["url"], kind_lines="", kind=_columns()["kind"]),
+    ):
         got = codec.decode("url_batch", _raw("url_batch", {"layout": layout, "urls": urls}))
         assert got["urls"][1] == second
-    # the older layout, as an older Seine left it in a resumed crawl's topics
+    # the older layouts, as an older Seine left them in a resumed crawl's topics
+    v2 = codec.URL_LAYOUT_V2
+    for urls in (_lines(), _columns(url_lines="", kind_lines="")):  # packed, or as arrays
+        got = codec.decode("url_batch", _raw("url_batch_v2", {"layout": v2, "urls": urls}))
+        assert got["urls"][1] == second
     old = _raw("url_batch_v1", {"urls": _columns()})
-    assert not old.startswith(layout)
+    assert not old.startswith(layout) and not old.startswith(v2)
     assert codec.decode("url_batch", old)["urls"][1] == second
     assert codec.decode("url_batch", b"\x00" * 7) == {"urls": []}  # an empty old batch
     with pytest.raises(DecodeError, match="neither the current layout"):
@@ -483,7 +539,19 @@ def test_inconsistent_columns_are_a_decode_error(bad: dict[str, Any]) -> None:
         codec.decode("url_batch", _raw("url_batch_v1", {"urls": bad}))
     lines = {**bad, "url_lines": "", "kind_lines": ""}
     with pytest.raises(DecodeError, match="UrlLines"):
-        codec.decode("url_batch", _raw("url_batch", {"layout": codec.URL_LAYOUT, "urls": lines}))
+        codec.decode(
+            "url_batch", _raw("url_batch_v2", {"layout": codec.URL_LAYOUT_V2, "urls": lines})
+        )
+    packed = {
+        "url_lines": "",
+        "url": bad["url"],
+        "numbers": _numbers(bad),
+        "vias": bad["vias"],
+        "kind_lines": "",
+        "kind": bad["kind"],
+    }
+    with pytest.raises(DecodeError, match="UrlPacked"):
+        codec.decode("url_batch", _raw("url_batch", {"layout": codec.URL_LAYOUT, "urls": packed}))
     event = {"new_urls": bad, "completions": [], "tick": False}
     with pytest.raises(DecodeError, match="UrlColumns"):
         codec.decode("frontier_event", _raw("frontier_event", event))
@@ -501,7 +569,53 @@ def test_inconsistent_columns_are_a_decode_error(bad: dict[str, Any]) -> None:
 )
 def test_inconsistent_url_lines_are_a_decode_error(bad: dict[str, Any]) -> None:
     with pytest.raises(DecodeError, match="UrlLines"):
+        codec.decode(
+            "url_batch", _raw("url_batch_v2", {"layout": codec.URL_LAYOUT_V2, "urls": bad})
+        )
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        _packed(url_lines="http://a.example/\n"),
+        _packed(kind_lines="page\n"),
+        _packed(url_lines="http://a.example/\nhttp://b.example/"),
+        _packed(url=["http://a.example/", "http://b.example/"]),
+        _packed(kind=["page", "page"]),
+        _packed(numbers=b""),
+        _packed(numbers=struct.pack("<8i", 0, 1, 0, 0, 0, 1, 1, 1) + b"\x00"),
+        _packed(numbers=struct.pack("<7i", 0, 1, 0, 0, 0, 1, 1)),
+        _packed(numbers=struct.pack("<8i", 0, 1, 0, 0, 0, 2, 1, 1)),
+        _packed(numbers=struct.pack("<8i", 0, 1, 0, 0, -1, 1, 1, 1)),
+    ],
+)
+def test_inconsistent_packed_urls_are_a_decode_error(bad: dict[str, Any]) -> None:
+    with pytest.raises(DecodeError, match="UrlPacked"):
         codec.decode("url_batch", _raw("url_batch", {"layout": codec.URL_LAYOUT, "urls": bad}))
+
+
+def test_every_url_batch_layout_decodes_to_the_same_candidates() -> None:
+    """Differential: random batches through the current layout and both older ones."""
+    rng = random.Random(7)
+    alphabet = ["a", "/", "\n", "ü", "€", "", "x" * 50]
+    for _ in range(300):
+        urls = []
+        for _ in range(rng.randrange(0, 40)):
+            cand: dict[str, Any] = {"url": "".join(rng.choices(alphabet, k=rng.randrange(0, 6)))}
+            for field, pick in (
+                ("depth", lambda: rng.choice([0, 1, 7, 2**31 - 1])),
+                ("priority", lambda: rng.choice([0, -5, -(2**31), 2**31 - 1])),
+                ("via", lambda: rng.choice([None, "", "seed", "http://p.example/\n"])),
+                ("inlinks", lambda: rng.choice([0, 1, 3, 2**31 - 1])),
+                ("kind", lambda: rng.choice(["page", "sitemap", "", "a\nb"])),
+            ):
+                if rng.random() < 0.7:
+                    cand[field] = pick()
+            urls.append(cand)
+        expected = [{**CANDIDATE_DEFAULTS, **c} for c in urls]
+        for name in ("url_batch", "url_batch_v2", "url_batch_v1"):
+            data = codec.encode(name, {"urls": urls})
+            assert codec.decode("url_batch", data) == {"urls": expected}, name
 
 
 def test_headers_travel_as_lines_or_as_two_arrays() -> None:
