@@ -48,6 +48,13 @@ FRONTIER_STORE_OPTIONS: dict[str, int] = {
 _JSON_CONTAINERS = (dict, list)
 #: What marks a JSON value Faust's autodetect would turn back into a model.
 _MODEL_MARK = "__faust"
+#: Faust's json codec ends in orjson (when it can import it): the write path then calls
+#: orjson itself with the same options, so the same bytes, without the Python frame of
+#: `faust.utils.json.dumps` (~0.3 µs a call, more than orjson's own work on a key). A
+#: str key needs none of the options (they touch dict keys and dates).
+_FAUST_ORJSON = faust_json.orjson is not None
+_ON_DEFAULT = faust_json.on_default
+_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_UTC_Z
 
 
 class _Direct(NamedTuple):
@@ -146,11 +153,15 @@ class ProducedTable(Table):
 
     def _key_bytes(self, key: Any, json_keys: bool) -> bytes:
         if json_keys and type(key) is str:
-            return faust_json.dumps(key)  # type: ignore[return-value]  # orjson: bytes
+            if _FAUST_ORJSON:
+                return orjson.dumps(key)
+            return faust_json.dumps(key)  # type: ignore[return-value]
         return self.data._encode_key(key)  # type: ignore[attr-defined,no-any-return]
 
     def _value_bytes(self, value: Any, json_values: bool) -> bytes | None:
         if json_values and type(value) in _JSON_CONTAINERS:
+            if _FAUST_ORJSON:
+                return orjson.dumps(value, default=_ON_DEFAULT, option=_OPTIONS)
             return faust_json.dumps(value)  # type: ignore[return-value]
         return self.data._encode_value(value)  # type: ignore[attr-defined,no-any-return]
 

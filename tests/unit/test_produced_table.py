@@ -173,3 +173,32 @@ def test_the_direct_path_writes_and_reads_what_faust_s_own_path_does(tmp_path: P
         (producer.records[0][0], serializers.dumps_key(str, "int", serializer="json"), None, 2),
     ]
     assert table.get("int") is None and table.get("a.test") is None
+
+
+def test_the_direct_json_encoders_give_faust_s_bytes(tmp_path: Path) -> None:
+    """Differential: the tables' orjson calls against `faust.utils.json.dumps`, which
+    they replace on the write path, over keys and values of many shapes."""
+    import datetime
+    import random
+
+    table, _ = make_table(tmp_path)
+
+    rng = random.Random(3)
+    atoms: list[Any] = [0, -1, 2**63 - 1, 1.5, -0.0, 1e300, None, True, "", 'ü€\n"\\', "a" * 300]
+    atoms.append(datetime.datetime(2026, 11, 22, 22, 0, tzinfo=datetime.UTC))
+    atoms.append(datetime.date(2026, 11, 22))
+
+    def value(depth: int) -> Any:
+        roll = rng.random()
+        if depth > 3 or roll < 0.4:
+            return rng.choice(atoms)
+        if roll < 0.7:
+            return [value(depth + 1) for _ in range(rng.randrange(4))]
+        keys = [rng.choice(["k", "ü", "", 1, 2.5, None, True]) for _ in range(rng.randrange(4))]
+        return {k: value(depth + 1) for k in keys}
+
+    for _ in range(2000):
+        v = {"v": value(0)} if rng.random() < 0.5 else [value(0)]
+        assert table._value_bytes(v, True) == faust_json.dumps(v)
+    for key in ["", "a.test", "127.0.1.55:39365", "ü/€", "\x00\n", "0012ab" * 40]:
+        assert table._key_bytes(key, True) == faust_json.dumps(key)
