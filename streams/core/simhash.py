@@ -579,9 +579,27 @@ def band_step(
     bands before ``i``: a later page may then be called a near-duplicate of it, and
     readers follow that pointer to its own original.
     """
-    hit = band_closest(raw, url, fingerprint, threshold)
-    if hit is not None:
-        return BandStep(hit, None, None)
-    bucket = band_with(raw, url, fingerprint, max_bucket)
     nxt = band + 1 if band + 1 <= threshold else None
+    fingerprint &= _MASK64
+    if not raw:  # most buckets a page visits are empty: it is filed there alone
+        return BandStep(None, [(fingerprint, url)], nxt)
+    # band_closest and band_with in one pass over the bucket (each converted it on its
+    # own); tests/unit/test_simhash.py checks the two spellings agree
+    bucket = _entries(raw)
+    best: tuple[str, int] | None = None
+    filed = False
+    for fp, other in bucket:
+        if other == url:
+            filed = filed or fp == fingerprint
+            continue
+        d = ((fp ^ fingerprint) & _MASK64).bit_count()
+        if d <= threshold and (best is None or d < best[1]):
+            best = (other, d)
+            if d == 0:
+                break
+    if best is not None:
+        return BandStep(best, None, None)
+    if filed or len(bucket) >= max_bucket:
+        return BandStep(None, None, nxt)
+    bucket.append((fingerprint, url))
     return BandStep(None, bucket, nxt)

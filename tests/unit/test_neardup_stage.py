@@ -250,7 +250,7 @@ def test_band_keys_route_each_band_to_its_own_partition_key() -> None:
     assert parts <= set(range(64))
 
 
-@pytest.mark.parametrize("partitions", [1, 4, 9])
+@pytest.mark.parametrize("partitions", [1, 2, 3, 4, 9])
 def test_memoised_band_routes_are_the_computed_ones(
     partitions: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -268,7 +268,7 @@ def test_memoised_band_routes_are_the_computed_ones(
         first = route[0][2]
         return sorted(route, key=lambda r: (r[0] != 0, r[2] != first, r[2], r[0]))
 
-    fingerprints = [to_signed(rng.getrandbits(64)) for _ in range(100)]
+    fingerprints = [to_signed(rng.getrandbits(64)) for _ in range(300)]
     for _ in range(2):
         for fingerprint in fingerprints:
             for distance in (3, 7):

@@ -31,11 +31,15 @@ from streams.core import parsing
 from streams.core.parsing import _parse, parse_pages
 from streams.core.simhash import (
     _SEED,
+    BandStep,
     NearDupIndex,
     _simhash_of_one,
     _simhashes_of,
     _word_hashes,
     _words,
+    band_closest,
+    band_step,
+    band_with,
     bands,
     hamming,
     shingle_hashes,
@@ -456,3 +460,47 @@ def test_index_bucket_cap() -> None:
         NearDupIndex(max_bucket=0)
     with pytest.raises(ValueError):
         NearDupIndex(threshold=64)
+
+
+def _band_step_reference(
+    raw: list[list[int | str]] | None, url: str, fp: int, band: int, threshold: int, cap: int
+) -> BandStep:
+    """band_step as it was spelled before it went over the bucket once: the closest
+    entry first (band_closest), else the bucket with the page filed (band_with)."""
+    hit = band_closest(raw, url, fp, threshold)
+    if hit is not None:
+        return BandStep(hit, None, None)
+    nxt = band + 1 if band + 1 <= threshold else None
+    return BandStep(None, band_with(raw, url, fp, cap), nxt)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_band_step_answers_as_closest_then_with(seed: int) -> None:
+    """One pass over the bucket, the same answer as the two functions it replaced, on
+    buckets as stored (lists of [fingerprint, URL]): empty or missing, holding the page
+    itself (same or another fingerprint), neighbours at every distance around the
+    threshold (ties, exact copies), full, and fingerprints given signed or unsigned."""
+    rng = random.Random(seed)
+    urls = [f"http://h{i}.test/p" for i in range(6)]
+    checked = 0
+    for _ in range(3000):
+        fp = rng.getrandbits(64)
+        threshold = rng.choice([0, 1, 3, 5])
+        raw: list[list[int | str]] | None = None if rng.random() < 0.1 else []
+        for _ in range(rng.choice([0, 1, 2, 3, 8])):
+            near = fp
+            for bit in rng.sample(range(64), rng.randrange(0, threshold + 3)):
+                near ^= 1 << bit
+            entry_fp = near if rng.random() < 0.8 else rng.getrandbits(64)
+            if rng.random() < 0.1:  # a fingerprint stored signed (as an Avro long)
+                entry_fp -= (1 << 64) * (entry_fp >> 63)
+            raw = (raw or []) + [[entry_fp, rng.choice(urls)]]
+        url = rng.choice(urls)
+        cap = rng.choice([1, 2, 4, 256])
+        given_fp = fp if rng.random() < 0.5 else fp - (1 << 64) * (fp >> 63)  # signed form
+        band = rng.randrange(threshold + 1)
+        got = band_step(raw, url, given_fp, band, threshold=threshold, max_bucket=cap)
+        want = _band_step_reference(raw, url, given_fp, band, threshold, cap)
+        assert got == want, (raw, url, given_fp, band, threshold, cap)
+        checked += got.near is not None
+    assert checked > 300  # the near-duplicate branch was exercised, not only filing
