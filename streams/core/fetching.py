@@ -780,7 +780,20 @@ class _Response:
         out = self._progress.partial
         size = 0
         progress = self._progress
-        async for chunk in self._raw.content.iter_chunked(65536):
+        content = self._raw.content
+        if decoder is None and content.is_eof():
+            # The whole body came with the head (most pages on a fast link): take it
+            # as it is, without the chunk iterator; the outcome is the loop's.
+            data = content.read_nowait()
+            progress.wire_bytes += len(data)
+            if len(data) > cap:
+                out.append(data[:cap])
+                self.truncated = True
+            else:
+                out.append(data)
+                self.complete = True
+            return Body(b"".join(out), self.truncated)
+        async for chunk in content.iter_chunked(65536):
             progress.wire_bytes += len(chunk)
             data = chunk if decoder is None else decoder.decode(chunk, cap - size + 1)
             if size + len(data) > cap:

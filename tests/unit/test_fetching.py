@@ -343,6 +343,19 @@ def test_make_dns_backend_prefers_aiodns_when_installed() -> None:
 # -- connection reuse ------------------------------------------------------------------------
 
 
+async def serve_names(answer: Callable[..., Awaitable[Any]]) -> tuple[Any, int]:
+    """An aiohttp server on loopback answering /{name} with `answer`: (runner, port)."""
+    from aiohttp import web
+
+    app = web.Application()
+    app.router.add_get("/{name}", answer)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    return runner, site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+
+
 def test_a_connection_is_kept_after_an_unread_but_complete_answer_and_dropped_otherwise() -> None:
     """Redirects, 304s, error pages and refused types are not read, but their short
     bodies arrive with their heads, and aiohttp pools such a connection as soon as its
@@ -376,13 +389,7 @@ def test_a_connection_is_kept_after_an_unread_but_complete_answer_and_dropped_ot
         return web.Response(text="<p>ok</p>", content_type="text/html")
 
     async def scenario() -> list[tuple[str, str, float]]:
-        app = web.Application()
-        app.router.add_get("/{name}", answer)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        runner, port = await serve_names(answer)
         fetcher = Fetcher(FetchConfig(allow_private=True))
         out: list[tuple[str, str, float]] = []
         try:
@@ -406,6 +413,57 @@ def test_a_connection_is_kept_after_an_unread_but_complete_answer_and_dropped_ot
 
 
 # -- bounded decoders -----------------------------------------------------------------------
+
+
+def test_a_body_that_came_with_its_head_is_capped_like_one_read_in_chunks() -> None:
+    """A small body is usually whole in aiohttp's buffer by the time the head is
+    parsed, and `_Response.read` takes it in one piece. The cap applies as to a body
+    read chunk by chunk: over it, the first `cap` bytes, truncated; within it, the whole
+    body. Either way the response had ended, so aiohttp pooled its connection already
+    (as before this shortcut). A body that trickles in goes through the chunk loop."""
+    from aiohttp import web
+
+    peers: list[int] = []
+    body = bytes(range(256)) * 40  # 10,240 bytes, sent whole with a Content-Length
+
+    async def answer(request: web.Request) -> web.StreamResponse:
+        peer = request.transport.get_extra_info("peername") if request.transport else None
+        peers.append(int(peer[1]) if peer else -1)
+        if request.match_info["name"] == "trickle":
+            response = web.StreamResponse(headers={"Content-Type": "text/html"})
+            response.content_length = len(body)
+            await response.prepare(request)
+            for i in range(0, len(body), 4096):
+                await response.write(body[i : i + 4096])
+                await asyncio.sleep(0.01)
+            return response
+        return web.Response(body=body, content_type="text/html")
+
+    async def scenario() -> list[FetchResult]:
+        runner, port = await serve_names(answer)
+        small = Fetcher(FetchConfig(allow_private=True, max_body_bytes=4000))
+        large = Fetcher(FetchConfig(allow_private=True, max_body_bytes=len(body)))
+        try:
+            return [
+                await large.fetch(f"http://127.0.0.1:{port}/whole"),
+                await large.fetch(f"http://127.0.0.1:{port}/whole"),
+                await small.fetch(f"http://127.0.0.1:{port}/whole"),
+                await small.fetch(f"http://127.0.0.1:{port}/whole"),
+                await large.fetch(f"http://127.0.0.1:{port}/trickle"),
+                await small.fetch(f"http://127.0.0.1:{port}/trickle"),
+            ]
+        finally:
+            await small.close()
+            await large.close()
+            await runner.cleanup()
+
+    results = run(scenario)
+    assert [r.outcome for r in results] == ["fetched"] * 6
+    for r in (results[0], results[1], results[4]):
+        assert r.body == body and not r.truncated and r.wire_bytes == len(body)
+    for r in (results[2], results[3], results[5]):
+        assert r.body == body[:4000] and r.truncated and "truncated" in r.reason
+    assert peers[0] == peers[1] and peers[2] == peers[3], peers  # ended: pooled, reused
 
 
 def decode_all(decoder: Any, data: bytes, cap: int, chunk: int = 4096) -> tuple[bytes, bool]:
