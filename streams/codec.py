@@ -13,7 +13,9 @@ records costs a lot more than its bytes: the URL candidates of `url_batch` and o
 of `url_batch`, a page's headers and a parsed page's links as one string of lines
 (or, when one holds a line feed, as arrays: fastavro reads a string of an array in
 ~0.37 µs, a split ~0.05), and `url_batch`'s numbers as one bytes field of 32-bit
-ints (fastavro pays ~0.2 µs an int of an array each way, struct ~0.01). `encode`
+ints (fastavro pays ~0.2 µs an int of an array each way, struct ~0.01); a parsed
+page's numbers and flags travel as one bytes field too, and its strings joined as
+one string cut by lengths kept with the numbers (26 Avro fields a page -> 8). `encode`
 turns the stages' dicts into that wire form and `decode` turns it back (`wire_form`
 shows the wire record), so a stage still sees one dict per URL with every field
 set, and one dict per header.
@@ -59,6 +61,7 @@ SCHEMA_FILES = (
     "frontier_event",
     "fetch_batch",
     "page_batch",
+    "parsed_batch_v2",
     "parsed_batch",
     "parsed_batch_v1",
     "crawl_log",
@@ -75,11 +78,14 @@ _READ_OPTIONS = {
 }
 
 
-#: The first bytes of every parsed_batch message of the current layout (the body
-#: hand-off). A message of the older layout starts with its page count, an Avro long
-#: that fastavro writes as a zigzag varint of a count >= 0: its first byte is even or
-#: has the high bit set, never 0x01 (which would be a negative block count).
-PARSED_LAYOUT = b"\x01\x02"
+#: The first bytes of every parsed_batch message of the current layout (a page's
+#: numbers and flags as bytes). A message of the oldest layout starts with its page
+#: count, an Avro long that fastavro writes as a zigzag varint of a count >= 0: its
+#: first byte is even or has the high bit set, never 0x01 (which would be a negative
+#: block count).
+PARSED_LAYOUT = b"\x01\x05"
+#: The marker of parsed_batch_v2 (the body hand-off, a page's numbers as Avro fields).
+PARSED_LAYOUT_V2 = b"\x01\x02"
 #: The same for url_batch (the candidates' numbers packed as bytes); its oldest
 #: layout starts with the count of its `url` array.
 URL_LAYOUT = b"\x01\x04"
@@ -88,7 +94,7 @@ URL_LAYOUT_V2 = b"\x01\x03"
 #: Schemas with older layouts still read: (the current layout's marker, the schema of
 #: each older marked layout by its marker, the schema of the unmarked oldest layout).
 _OLDER_LAYOUT: dict[str, tuple[bytes, dict[bytes, str], str]] = {
-    "parsed_batch": (PARSED_LAYOUT, {}, "parsed_batch_v1"),
+    "parsed_batch": (PARSED_LAYOUT, {PARSED_LAYOUT_V2: "parsed_batch_v2"}, "parsed_batch_v1"),
     "url_batch": (URL_LAYOUT, {URL_LAYOUT_V2: "url_batch_v2"}, "url_batch_v1"),
 }
 
@@ -251,31 +257,187 @@ def _unlines(lines: str, strings: list[str], what: str) -> list[str]:
     return out
 
 
-def _page_wire(page: dict[str, Any]) -> dict[str, Any]:
+def _headers_wire(headers: Any) -> tuple[str, list[str], list[str]]:
+    """A page's headers -> (header_lines, header_names, header_values)."""
     parts: list[str] = []
-    for h in page.get("headers") or ():
+    for h in headers or ():
         parts.append(h["name"])
         parts.append(h["value"])
     lines = _lines(parts)
     if lines is not None:
-        return {**page, "header_lines": lines, "header_names": [], "header_values": []}
-    return {**page, "header_lines": "", "header_names": parts[::2], "header_values": parts[1::2]}
+        return lines, [], []
+    return "", parts[::2], parts[1::2]
+
+
+def _page_wire(page: dict[str, Any]) -> dict[str, Any]:
+    lines, names, values = _headers_wire(page.get("headers"))
+    return {**page, "header_lines": lines, "header_names": names, "header_values": values}
+
+
+def _headers_from_wire(
+    lines: str, names: list[str], values: list[str], what: str
+) -> list[dict[str, str]]:
+    if lines:
+        if names or values:
+            raise DecodeError(f"{what}: headers both packed and listed")
+        parts = _unlines(lines, [], f"{what} header_lines")
+        if len(parts) % 2:
+            raise DecodeError(f"{what}: header_lines hold a name without a value")
+        names, values = parts[::2], parts[1::2]
+    elif len(names) != len(values):
+        raise DecodeError(f"{what}: {len(names)} header names but {len(values)} header values")
+    return [{"name": n, "value": v} for n, v in zip(names, values, strict=False)]
 
 
 def _page_from_wire(page: dict[str, Any]) -> dict[str, Any]:
-    names, values = page.pop("header_names"), page.pop("header_values")
-    lines = page.pop("header_lines")
-    if lines:
-        if names or values:
-            raise DecodeError("FetchedPage: headers both packed and listed")
-        parts = _unlines(lines, [], "FetchedPage header_lines")
-        if len(parts) % 2:
-            raise DecodeError("FetchedPage: header_lines hold a name without a value")
-        names, values = parts[::2], parts[1::2]
-    elif len(names) != len(values):
-        raise DecodeError(f"FetchedPage: {len(names)} header names but {len(values)} header values")
-    page["headers"] = [{"name": n, "value": v} for n, v in zip(names, values, strict=False)]
+    page["headers"] = _headers_from_wire(
+        page.pop("header_lines"), page.pop("header_names"), page.pop("header_values"), "FetchedPage"
+    )
     return page
+
+
+#: A parsed page's numbers and flags, then the lengths of its strings in `text` (the
+#: `numbers` field of ParsedPage).
+_PAGE_NUMBERS = struct.Struct("<iiiBqqdd8i")
+_TRUNCATED, _HANDOFF, _NOFOLLOW, _NOINDEX, _SIMHASH = 1, 2, 4, 8, 16
+_FLAGS = _TRUNCATED | _HANDOFF | _NOFOLLOW | _NOINDEX | _SIMHASH
+
+
+def _parsed_packed(item: dict[str, Any]) -> dict[str, Any]:
+    """A parsed page (stage dict) -> ParsedPage: its numbers and flags as bytes, its
+    strings as one (fastavro pays per field; a join and the slices cost ~0.05 µs each)."""
+    page = item["page"]
+    body = page["body"]
+    digest = item.get("digest") or ""
+    simhash = item.get("simhash")
+    flags = (
+        (_TRUNCATED if page.get("truncated") else 0)
+        | (_NOFOLLOW if item.get("nofollow") else 0)
+        | (_NOINDEX if item.get("noindex") else 0)
+        | (0 if simhash is None else _SIMHASH)
+    )
+    size = item["size"] if "size" in item else len(body or b"")
+    if body is None:
+        if not digest:
+            raise ValueError("ParsedPage: a page handed off without its body needs its digest")
+        flags |= _HANDOFF
+        body = b""
+    header_lines, header_names, header_values = _headers_wire(page.get("headers"))
+    links = item["links"]
+    link_lines = _lines(links)
+    if link_lines is None:
+        link_lines = ""
+    else:
+        links = []
+    url, ip, fingerprint, title, base = (
+        page["url"],
+        page.get("ip"),
+        item["fingerprint"],
+        item.get("title", ""),
+        item.get("base"),
+    )
+    strings = (url, ip or "", digest, fingerprint, title, base or "", header_lines, link_lines)
+    return {
+        "numbers": _PAGE_NUMBERS.pack(
+            page["status"],
+            page.get("depth", 0),
+            item.get("band", 0),
+            flags,
+            size,
+            simhash or 0,
+            page["fetched_at"],
+            page["elapsed_ms"],
+            len(url),
+            -1 if ip is None else len(ip),
+            len(digest),
+            len(fingerprint),
+            len(title),
+            -1 if base is None else len(base),
+            len(header_lines),
+            len(link_lines),
+        ),
+        "text": "".join(strings),
+        "header_names": header_names,
+        "header_values": header_values,
+        "links": links,
+        "body": body,
+        "duplicate_of": item.get("duplicate_of"),
+        "near_duplicate_of": item.get("near_duplicate_of"),
+    }
+
+
+def _parsed_unpacked(wire: dict[str, Any]) -> dict[str, Any]:
+    """ParsedPage -> the stage's dict of a parsed page, with its page's dict."""
+    try:
+        (status, depth, band, flags, size, simhash, fetched_at, elapsed_ms, *lengths) = (
+            _PAGE_NUMBERS.unpack(wire["numbers"])
+        )
+    except struct.error as exc:
+        raise DecodeError(f"ParsedPage: numbers are not {_PAGE_NUMBERS.size} bytes") from exc
+    if flags & ~_FLAGS:
+        raise DecodeError(f"ParsedPage: unknown flags {flags:#x}")
+    text = wire["text"]
+    n_url, n_ip, n_digest, n_fingerprint, n_title, n_base, n_headers, n_links = lengths
+    if (
+        min(n_url, n_digest, n_fingerprint, n_title, n_headers, n_links) < 0
+        or n_ip < -1
+        or n_base < -1
+        or sum(lengths) + (n_ip < 0) + (n_base < 0) != len(text)
+    ):
+        raise DecodeError(f"ParsedPage: string lengths {lengths} do not cut a text of {len(text)}")
+    end = n_url
+    url = text[:end]
+    ip = None
+    if n_ip >= 0:
+        ip = text[end : end + n_ip]
+        end += n_ip
+    digest = text[end : end + n_digest]
+    end += n_digest
+    fingerprint = text[end : end + n_fingerprint]
+    end += n_fingerprint
+    title = text[end : end + n_title]
+    end += n_title
+    base = None
+    if n_base >= 0:
+        base = text[end : end + n_base]
+        end += n_base
+    header_lines = text[end : end + n_headers]
+    link_lines = text[end + n_headers :]
+    body = wire["body"]
+    if flags & _HANDOFF:
+        if body:
+            raise DecodeError("ParsedPage: body both handed off and inline")
+        if not digest:
+            raise DecodeError("ParsedPage: body handed off without its digest")
+        body = None
+    page = {
+        "url": url,
+        "status": status,
+        "headers": _headers_from_wire(
+            header_lines, wire["header_names"], wire["header_values"], "ParsedPage"
+        ),
+        "body": body,
+        "fetched_at": fetched_at,
+        "elapsed_ms": elapsed_ms,
+        "ip": ip,
+        "depth": depth,
+        "truncated": bool(flags & _TRUNCATED),
+    }
+    return {
+        "page": page,
+        "digest": digest,
+        "size": size,
+        "fingerprint": fingerprint,
+        "title": title,
+        "links": _unlines(link_lines, wire["links"], "ParsedPage links"),
+        "base": base,
+        "nofollow": bool(flags & _NOFOLLOW),
+        "noindex": bool(flags & _NOINDEX),
+        "duplicate_of": wire["duplicate_of"],
+        "simhash": simhash if flags & _SIMHASH else None,
+        "band": band,
+        "near_duplicate_of": wire["near_duplicate_of"],
+    }
 
 
 def _parsed_wire(item: dict[str, Any]) -> dict[str, Any]:
@@ -375,12 +537,24 @@ def _from_wire_page_batch(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def _to_wire_parsed_batch(record: dict[str, Any]) -> dict[str, Any]:
-    return {"layout": PARSED_LAYOUT, "pages": [_parsed_wire(p) for p in record["pages"]]}
+    return {"layout": PARSED_LAYOUT, "pages": [_parsed_packed(p) for p in record["pages"]]}
 
 
 def _from_wire_parsed_batch(record: dict[str, Any]) -> dict[str, Any]:
     if record.pop("layout") != PARSED_LAYOUT:
         raise DecodeError("parsed_batch: unknown layout marker")
+    record["pages"] = [_parsed_unpacked(p) for p in record["pages"]]
+    return record
+
+
+def _to_wire_parsed_batch_v2(record: dict[str, Any]) -> dict[str, Any]:
+    """The older layout, for tests that play an older Seine's messages."""
+    return {"layout": PARSED_LAYOUT_V2, "pages": [_parsed_wire(p) for p in record["pages"]]}
+
+
+def _from_wire_parsed_batch_v2(record: dict[str, Any]) -> dict[str, Any]:
+    if record.pop("layout") != PARSED_LAYOUT_V2:
+        raise DecodeError("parsed_batch_v2: unknown layout marker")
     for item in record["pages"]:
         _parsed_from_wire(item)
     return record
@@ -414,6 +588,7 @@ _TO_WIRE: dict[str, Convert] = {
     "frontier_event": _to_wire_frontier_event,
     "page_batch": _to_wire_page_batch,
     "parsed_batch": _to_wire_parsed_batch,
+    "parsed_batch_v2": _to_wire_parsed_batch_v2,
     "parsed_batch_v1": _to_wire_parsed_batch_v1,
 }
 #: Per schema: decoded wire record -> stage dict (may reuse the wire record's parts).
@@ -424,6 +599,7 @@ _FROM_WIRE: dict[str, Convert] = {
     "frontier_event": lambda r: {**r, "new_urls": _url_rows(r["new_urls"])},
     "page_batch": _from_wire_page_batch,
     "parsed_batch": _from_wire_parsed_batch,
+    "parsed_batch_v2": _from_wire_parsed_batch_v2,
     "parsed_batch_v1": _from_wire_parsed_batch_v1,
 }
 

@@ -211,6 +211,8 @@ EXAMPLES: dict[str, list[dict[str, Any]]] = {
 #: The older url_batch layouts carry the same candidates.
 EXAMPLES["url_batch_v1"] = EXAMPLES["url_batch"]
 EXAMPLES["url_batch_v2"] = EXAMPLES["url_batch"]
+#: The older parsed_batch layout with the hand-off carries the same pages.
+EXAMPLES["parsed_batch_v2"] = EXAMPLES["parsed_batch"]
 #: The older layout carried every body inline: the inline pages of the current examples.
 EXAMPLES["parsed_batch_v1"] = [
     {"pages": [p for p in EXAMPLES["parsed_batch"][0]["pages"] if p["page"]["body"] is not None]}
@@ -657,14 +659,21 @@ def test_headers_travel_as_lines_or_as_two_arrays() -> None:
         with pytest.raises(DecodeError, match="header"):
             codec.decode("page_batch", _raw("page_batch", {"pages": [bad]}))
         parsed_bad = {
-            **codec.wire_form("parsed_batch", EXAMPLES["parsed_batch"][0])["pages"][0],
+            **codec.wire_form("parsed_batch_v2", EXAMPLES["parsed_batch"][0])["pages"][0],
             "page": bad,
         }
         with pytest.raises(DecodeError, match="header"):
             codec.decode(
                 "parsed_batch",
-                _raw("parsed_batch", {"layout": codec.PARSED_LAYOUT, "pages": [parsed_bad]}),
+                _raw("parsed_batch_v2", {"layout": codec.PARSED_LAYOUT_V2, "pages": [parsed_bad]}),
             )
+        packed = _repacked(
+            header_lines=bad["header_lines"],
+            header_names=bad["header_names"],
+            header_values=bad["header_values"],
+        )
+        with pytest.raises(DecodeError, match="header"):
+            codec.decode("parsed_batch", packed)
 
 
 @pytest.mark.parametrize(
@@ -673,24 +682,32 @@ def test_headers_travel_as_lines_or_as_two_arrays() -> None:
 )
 def test_links_round_trip_packed_or_listed(links: list[str]) -> None:
     item = {**EXAMPLES["parsed_batch"][0]["pages"][0], "links": links}
-    wire = codec.wire_form("parsed_batch", {"pages": [item]})["pages"][0]
+    wire = codec.wire_form("parsed_batch_v2", {"pages": [item]})["pages"][0]
+    packed = codec.wire_form("parsed_batch", {"pages": [item]})["pages"][0]
+    link_lines = _strings(packed)["link_lines"]
     if any("\n" in link for link in links):
         assert (wire["link_lines"], wire["links"]) == ("", links)
+        assert (link_lines, packed["links"]) == ("", links)
     else:
         assert wire["links"] == [] and wire["link_lines"] == "".join(f"{x}\n" for x in links)
-    decoded = codec.decode("parsed_batch", codec.encode("parsed_batch", {"pages": [item]}))
-    assert decoded == {"pages": [item]}
+        assert packed["links"] == [] and link_lines == wire["link_lines"]
+    for name in ("parsed_batch", "parsed_batch_v2"):
+        decoded = codec.decode("parsed_batch", codec.encode(name, {"pages": [item]}))
+        assert decoded == {"pages": [item]}
     assert item["links"] is links  # the stage's dict is left alone
 
 
 def test_malformed_link_lines_are_a_decode_error() -> None:
-    wire = codec.wire_form("parsed_batch", EXAMPLES["parsed_batch"][0])["pages"][0]
+    wire = codec.wire_form("parsed_batch_v2", EXAMPLES["parsed_batch"][0])["pages"][0]
     for bad in ({**wire, "link_lines": "/a"}, {**wire, "link_lines": "/a\n", "links": ["/b"]}):
         with pytest.raises(DecodeError, match="links"):
             codec.decode(
                 "parsed_batch",
-                _raw("parsed_batch", {"layout": codec.PARSED_LAYOUT, "pages": [bad]}),
+                _raw("parsed_batch_v2", {"layout": codec.PARSED_LAYOUT_V2, "pages": [bad]}),
             )
+    for packed in (_repacked(link_lines="/a"), _repacked(link_lines="/a\n", links=["/b"])):
+        with pytest.raises(DecodeError, match="links"):
+            codec.decode("parsed_batch", packed)
 
 
 def test_an_older_parsed_batch_with_bodies_inline_still_decodes() -> None:
@@ -708,15 +725,201 @@ def test_an_older_parsed_batch_with_bodies_inline_still_decodes() -> None:
         codec.decode("parsed_batch", b"\x04garbage")
 
 
-def test_a_handed_off_page_travels_without_its_body() -> None:
+def test_a_handed_off_page_travels_without_its_body_in_the_current_layout() -> None:
     item = EXAMPLES["parsed_batch"][0]["pages"][0]
     wire = codec.wire_form("parsed_batch", {"pages": [item]})
     assert wire["layout"] == codec.PARSED_LAYOUT
-    assert (wire["pages"][0]["handoff"], wire["pages"][0]["page"]["body"]) == (True, b"")
+    page = wire["pages"][0]
+    assert (_numbers_of(page)[3] & 2, page["body"]) == (2, b"")
     inline = {**item, "page": PAGE}
-    assert codec.wire_form("parsed_batch", {"pages": [inline]})["pages"][0]["handoff"] is False
+    inline_page = codec.wire_form("parsed_batch", {"pages": [inline]})["pages"][0]
+    assert (_numbers_of(inline_page)[3] & 2, inline_page["body"]) == (0, PAGE["body"])
     with pytest.raises(ValueError, match="digest"):
         codec.encode("parsed_batch", {"pages": [{**item, "digest": ""}]})
+    with pytest.raises(DecodeError, match="both handed off and inline"):
+        codec.decode(
+            "parsed_batch", _raw("parsed_batch", {**wire, "pages": [{**page, "body": b"x"}]})
+        )
+    with pytest.raises(DecodeError, match="without its digest"):
+        codec.decode("parsed_batch", _repacked(digest=""))
+
+
+def test_a_handed_off_page_travels_without_its_body_in_the_older_layout() -> None:
+    item = EXAMPLES["parsed_batch"][0]["pages"][0]
+    wire = codec.wire_form("parsed_batch_v2", {"pages": [item]})
+    assert wire["layout"] == codec.PARSED_LAYOUT_V2
+    assert (wire["pages"][0]["handoff"], wire["pages"][0]["page"]["body"]) == (True, b"")
+    inline = {**item, "page": PAGE}
+    assert codec.wire_form("parsed_batch_v2", {"pages": [inline]})["pages"][0]["handoff"] is False
+    with pytest.raises(ValueError, match="digest"):
+        codec.encode("parsed_batch_v2", {"pages": [{**item, "digest": ""}]})
     both = {**wire["pages"][0], "page": {**wire["pages"][0]["page"], "body": b"x"}}
     with pytest.raises(DecodeError, match="both handed off and inline"):
-        codec.decode("parsed_batch", _raw("parsed_batch", {**wire, "pages": [both]}))
+        codec.decode("parsed_batch", _raw("parsed_batch_v2", {**wire, "pages": [both]}))
+
+
+# --- parsed_batch's current layout: numbers as bytes, strings as one --------------------
+
+STRING_FIELDS = (
+    "url",
+    "ip",
+    "digest",
+    "fingerprint",
+    "title",
+    "base",
+    "header_lines",
+    "link_lines",
+)
+
+
+def _numbers_of(page: dict[str, Any]) -> list[Any]:
+    return list(struct.unpack("<iiiBqqdd8i", page["numbers"]))
+
+
+def _strings(page: dict[str, Any]) -> dict[str, str | None]:
+    """The strings of a ParsedPage wire record, cut out of its text by its lengths."""
+    lengths = _numbers_of(page)[8:]
+    out: dict[str, str | None] = {}
+    text, end = page["text"], 0
+    for field, n in zip(STRING_FIELDS, lengths, strict=True):
+        out[field] = None if n < 0 else text[end : end + n]
+        end += max(n, 0)
+    assert end == len(text)
+    return out
+
+
+def _repacked(numbers: list[Any] | None = None, **over: Any) -> bytes:
+    """A parsed_batch message of one page (the examples' first) whose wire record has
+    `over` for its strings or other fields, or `numbers`, written by plain fastavro."""
+    page = codec.wire_form("parsed_batch", EXAMPLES["parsed_batch"][0])["pages"][0]
+    strings = _strings(page)
+    nums = _numbers_of(page)
+    for field in STRING_FIELDS:
+        if field in over:
+            strings[field] = over.pop(field)
+    nums[8:] = [-1 if strings[f] is None else len(strings[f] or "") for f in STRING_FIELDS]
+    page["text"] = "".join(strings[f] or "" for f in STRING_FIELDS)
+    page["numbers"] = struct.pack("<iiiBqqdd8i", *(numbers if numbers is not None else nums))
+    page.update(over)
+    return _raw("parsed_batch", {"layout": codec.PARSED_LAYOUT, "pages": [page]})
+
+
+def test_a_parsed_page_s_numbers_and_strings_travel_packed() -> None:
+    item = EXAMPLES["parsed_batch"][0]["pages"][1]
+    page = codec.wire_form("parsed_batch", {"pages": [item]})["pages"][0]
+    assert _numbers_of(page)[:8] == [
+        200,
+        2,
+        3,
+        1 | 4 | 16,
+        len(PAGE["body"]),
+        -(2**63),
+        1_700_000_000.25,
+        12.5,
+    ]
+    assert _strings(page) == {
+        "url": PAGE["url"],
+        "ip": PAGE["ip"],
+        "digest": PAGE_DIGEST,
+        "fingerprint": "0123abcd",
+        "title": "Titre é",
+        "base": "https://example.com/base/",
+        "header_lines": "Content-Type\ntext/html; charset=utf-8\n",
+        "link_lines": "/a\nhttps://other.example/\n",
+    }
+    # a null ip or base is length -1, an empty one 0
+    for ip, base in ((None, None), ("", "")):
+        odd = {**item, "page": {**PAGE, "ip": ip}, "base": base}
+        strings = _strings(codec.wire_form("parsed_batch", {"pages": [odd]})["pages"][0])
+        assert (strings["ip"], strings["base"]) == (ip, base)
+        assert codec.decode("parsed_batch", codec.encode("parsed_batch", {"pages": [odd]})) == {
+            "pages": [odd]
+        }
+    assert codec.decode("parsed_batch", _repacked()) == {
+        "pages": [EXAMPLES["parsed_batch"][0]["pages"][0]]
+    }
+
+
+def _bump(index: int, by: int) -> Any:
+    def change(nums: list[Any]) -> list[Any]:
+        nums[index] += by
+        return nums
+
+    return change
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        _bump(3, 32),  # an unknown flag
+        _bump(8, 1),  # the url's length past the text
+        _bump(8, -1),  # text left over
+        lambda n: [*n[:8], -1, n[9], n[10], n[11], n[12], n[13] + n[8] + 1, *n[14:]],  # no url
+        lambda n: [*n[:9], -2, *n[10:13], n[13] + 1, *n[14:]],  # a length of -2
+    ],
+)
+def test_inconsistent_parsed_page_numbers_are_a_decode_error(change: Any) -> None:
+    page = codec.wire_form("parsed_batch", EXAMPLES["parsed_batch"][0])["pages"][0]
+    numbers = change(_numbers_of(page))
+    with pytest.raises(DecodeError, match="ParsedPage"):
+        codec.decode("parsed_batch", _repacked(numbers))
+
+
+def test_parsed_page_numbers_of_another_size_are_a_decode_error() -> None:
+    wire = codec.wire_form("parsed_batch", EXAMPLES["parsed_batch"][0])
+    for raw in (b"", wire["pages"][0]["numbers"][:-1], wire["pages"][0]["numbers"] + b"\x00"):
+        bad = {**wire, "pages": [{**wire["pages"][0], "numbers": raw}]}
+        with pytest.raises(DecodeError, match="ParsedPage: numbers"):
+            codec.decode("parsed_batch", _raw("parsed_batch", bad))
+
+
+def test_every_parsed_batch_layout_decodes_to_the_same_pages() -> None:
+    """Differential: random parsed pages through the current layout and the older ones
+    (v1 only for pages with their body inline, as it had no hand-off)."""
+    rng = random.Random(11)
+    words = ["", "a", "ü€", "\n", "x" * 70, "/p?q=1", "\r"]
+
+    def text(k: int = 4) -> str:
+        return "".join(rng.choices(words, k=rng.randrange(0, k)))
+
+    for _ in range(300):
+        pages = []
+        for _ in range(rng.randrange(0, 6)):
+            body = rng.choice([None, b"", b"<html>\x00\xff</html>" * rng.randrange(1, 4)])
+            page = {
+                "url": text() or "http://a.example/",
+                "status": rng.choice([200, 404, 0, -1, 2**31 - 1]),
+                "headers": [{"name": text(2), "value": text()} for _ in range(rng.randrange(4))],
+                "body": body,
+                "fetched_at": rng.choice([0.0, 1_795_385_229.875, -1.5, 1e300]),
+                "elapsed_ms": rng.random() * 1000,
+                "ip": rng.choice([None, "", "127.0.0.1", text()]),
+                "depth": rng.choice([0, 3, 2**31 - 1]),
+                "truncated": rng.random() < 0.3,
+            }
+            digest = payload_digest(body) if body is not None else "sha1:" + text(3) + "D"
+            pages.append(
+                {
+                    "page": page,
+                    "digest": digest,
+                    "size": len(body) if body is not None else rng.choice([0, 8184, 2**40]),
+                    "fingerprint": text(),
+                    "title": text(),
+                    "links": [text() for _ in range(rng.randrange(6))],
+                    "base": rng.choice([None, "", "https://b.example/", text()]),
+                    "nofollow": rng.random() < 0.3,
+                    "noindex": rng.random() < 0.3,
+                    "duplicate_of": rng.choice(
+                        [None, {"url": text(), "digest": text(), "fetched_at": 5.0}]
+                    ),
+                    "simhash": rng.choice([None, 0, 5, -(2**63), 2**63 - 1]),
+                    "band": rng.choice([0, 1, 3]),
+                    "near_duplicate_of": rng.choice([None, {"url": text(), "distance": 2}]),
+                }
+            )
+        record = {"pages": pages}
+        for name in ("parsed_batch", "parsed_batch_v2"):
+            assert codec.decode("parsed_batch", codec.encode(name, record)) == record, name
+        inline = {"pages": [p for p in pages if p["page"]["body"] is not None]}
+        if inline["pages"]:
+            assert codec.decode("parsed_batch", codec.encode("parsed_batch_v1", inline)) == inline
