@@ -57,7 +57,7 @@ from faust.stores import rocksdb as faust_rocksdb
 from faust.streams import current_event
 from faust.types import TP, EventT
 
-from streams.core.registry import InlinkChange, UrlRegistry, key_of, url_of
+from streams.core.registry import InlinkChange, UrlRegistry, ValueCache, key_of, url_of
 from streams.core.sites import url_id
 from streams.tables import ProducedTable
 
@@ -151,15 +151,28 @@ class RegistryStore(faust_rocksdb.Store):
     ``on_partition_change`` callbacks are told of every partition revoked or newly
     assigned, so url-seen drops that partition's Bloom filter: a filter built
     while this worker owned the partition misses what another owner added since.
+
+    Each partition database has a value cache (:meth:`UrlRegistry.over`), kept while
+    the same database object serves the partition and dropped, like the Bloom
+    filter, when the partition is revoked or newly assigned. Every write to a
+    partition database goes through :meth:`registry` (url-seen, the frontier's
+    states, changelog recovery and standbys in :meth:`apply_changelog_batch`;
+    Faust's own item writes are refused), so the cache never holds a stale record.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.on_partition_change: list[Callable[[int], None]] = []
+        self._value_caches: dict[int, tuple[Any, ValueCache]] = {}
 
     def registry(self, partition: int) -> UrlRegistry:
-        """The registry over this partition's database (opened on first use)."""
-        return UrlRegistry.over(self._db_for_partition(partition))
+        """The registry over this partition's database (opened on first use), with
+        the partition's value cache."""
+        db = self._db_for_partition(partition)
+        entry = self._value_caches.get(partition)
+        if entry is None or entry[0] is not db:
+            entry = self._value_caches[partition] = (db, {})
+        return UrlRegistry.over(db, entry[1])
 
     def add_keyed(
         self,
@@ -272,6 +285,7 @@ class RegistryStore(faust_rocksdb.Store):
         topics = self.table.changelog_topic.topics
         for tp in revoked | newly_assigned:
             if tp.topic in topics:
+                self._value_caches.pop(tp.partition, None)
                 for callback in self.on_partition_change:
                     callback(tp.partition)
 

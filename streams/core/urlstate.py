@@ -27,6 +27,7 @@ import orjson
 from streams.core.frontier import Decision, Dispatch, tier_for
 
 __all__ = [
+    "FRONTIER_STATE",
     "RESEND",
     "RESEND_VIA",
     "RETIER_VIA",
@@ -185,7 +186,7 @@ def retier_candidate(
 # that crossed the original costs a lookup, not a second fetch.
 
 #: What marks a state the frontier wrote (url-seen's own fields are ``r``, ``o``, ``in``).
-_FRONTIER_STATE = b'"s":'
+FRONTIER_STATE = b'"s":'
 
 
 def registration_stamp(at: float, offset: int | None = None) -> bytes:
@@ -215,7 +216,7 @@ def resend_due(value: bytes, now: float, offset: int | None, grace: float) -> st
     if sep < 0:
         return STAMP  # registered before stamps, never queued
     raw = value[sep + 1 :]
-    if _FRONTIER_STATE in raw:
+    if FRONTIER_STATE in raw:
         return None  # the frontier has acted on it (a canonical URL holds no quote)
     try:
         state = orjson.loads(raw)

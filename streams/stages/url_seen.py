@@ -22,6 +22,7 @@ from streams.core.bloom import BloomFilter
 from streams.core.registry import InlinkChange, key_of
 from streams.core.urls import host_of, site_key
 from streams.core.urlstate import (
+    FRONTIER_STATE,
     RESEND,
     RESEND_VIA,
     STAMP,
@@ -172,30 +173,44 @@ def handle(
     sitemaps_again: list[dict[str, Any]] = []
     resend: dict[str, dict[str, Any]] = {}
     restamp: list[str] = []
+    confirmed = 0
     for candidate, url, maybe_seen, key in zip(candidates, urls, maybe, written, strict=True):
-        if candidate.get("via") == "seed":
+        via = candidate.get("via")
+        if via == SEED_VIA:
             site = site_key(host_of(url))
             if site not in scope:
                 scope[site] = 1
         if key is None:
-            if maybe_seen:
-                filters.confirmed_seen += 1
+            # Seen before, or a repeat within this batch: the common case (most links
+            # point at pages already met), kept to dict lookups and byte searches.
+            confirmed += maybe_seen
             hit = found.get(url)
-            if hit is not None and url not in resend:
+            # A value holding a frontier state needs nothing (resend_due's first test,
+            # made here without the call: a canonical URL holds no quote).
+            if hit is not None and hit[1].find(FRONTIER_STATE, 8) < 0 and url not in resend:
                 due = resend_due(hit[1], now, offset, resend_grace)
                 if due == RESEND:
                     resend[url] = {**candidate, "via": RESEND_VIA}
                 elif due == STAMP:
                     restamp.append(url)
-            if _is_link(candidate):
+            kind = candidate.get("kind", "page")
+            # A link from a page or a sitemap entry counts as an in-link; a seed or a
+            # redirect target met again is not one more page pointing at the URL.
+            if (
+                kind == "page"
+                and via
+                and via != SEED_VIA
+                and not via.startswith(REDIRECT_VIA_PREFIX)
+            ):
                 inlinks[url] = inlinks.get(url, 0) + int(candidate.get("inlinks") or 1)
-            elif sitemap_ttl > 0 and candidate.get("kind") == "sitemap":
+            elif sitemap_ttl > 0 and kind == "sitemap":
                 sitemaps_again.append(candidate)
-            continue  # seen before, or a repeat within this batch
+            continue
         if maybe_seen:
             filters.false_positives += 1
         new_keys.append(key)
         out.add_frontier(partition, "new_urls", candidate)
+    filters.confirmed_seen += confirmed
     if new_keys:
         bloom.add_many(new_keys)
     if sitemaps_again:
@@ -254,15 +269,3 @@ def _reread_sitemaps(
         if now - float(state.get("at", now)) >= ttl:
             sent.add(url)
             out.add_frontier(partition, "new_urls", candidate)
-
-
-def _is_link(candidate: dict[str, Any]) -> bool:
-    """A link from a page or a sitemap entry: what counts as an in-link (a seed or a
-    redirect target met again is not one more page pointing at the URL)."""
-    via = candidate.get("via") or ""
-    return (
-        bool(via)
-        and via != SEED_VIA
-        and not via.startswith(REDIRECT_VIA_PREFIX)
-        and candidate.get("kind", "page") == "page"
-    )

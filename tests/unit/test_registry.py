@@ -203,3 +203,92 @@ def test_holds_says_what_url_of_says() -> None:
     for value in values:
         for url in asked:
             assert _holds(value, url.encode("utf-8")) == (url_of(value) == url), (value, url)
+
+
+def _db_items(reg: UrlRegistry) -> list[tuple[bytes, bytes]]:
+    return [(bytes(k), bytes(v)) for k, v in reg._db.items()]
+
+
+@pytest.mark.parametrize("cache_size", [4, 1 << 15])
+def test_a_value_cache_changes_no_answer_and_is_never_stale(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cache_size: int
+) -> None:
+    """Differential: one random stream of registrations, in-link counts and states
+    against a registry without a cache and one with (a tiny cache too, emptied again
+    and again): the same answers, the same records on disk, and every cached record
+    is the one on disk."""
+    import random
+
+    monkeypatch.setattr(registry_module, "VALUE_CACHE_SIZE", cache_size)
+    options = Options(raw_mode=True)
+    options.create_if_missing(True)
+    plain_db, cached_db = Rdict(str(tmp_path / "p"), options), Rdict(str(tmp_path / "c"), options)
+    cache: dict[bytes, bytes] = {}
+    plain, cached = UrlRegistry.over(plain_db), UrlRegistry.over(cached_db, cache)
+    rng = random.Random(11)
+    pool = [f"http://h{i % 5}.test/p{i}" for i in range(60)]
+    states: list[dict[str, Any]] = [
+        {"s": "queued", "tier": 2, "q": 1, "depth": 1},
+        {"s": "fetched", "status": 200, "in": 3},
+        {"s": "fetching"},
+        {"r": 5.0, "o": 2},
+    ]
+    try:
+        for step in range(300):
+            batch = rng.sample(pool, rng.randrange(1, 20))
+            op = step % 4
+            if op == 0:
+                maybe = [rng.random() < 0.9 for _ in batch]
+                # a "definitely new" promise is only kept for a URL not registered yet
+                maybe = [m or u not in plain for m, u in zip(maybe, batch, strict=True)]
+                found_p: dict[str, tuple[bytes, bytes]] = {}
+                found_c: dict[str, tuple[bytes, bytes]] = {}
+                keys = [registry_module.key_of(u) for u in batch]
+                assert plain.add_keyed(batch, keys, maybe, found_p, b'{"r":1}') == (
+                    cached.add_keyed(batch, keys, maybe, found_c, b'{"r":1}')
+                )
+                assert found_p == found_c
+            elif op == 1:
+                counts = {u: rng.randrange(1, 3) for u in batch}
+                assert plain.add_inlinks(counts) == cached.add_inlinks(counts)
+            elif op == 2:
+                chosen = {u: rng.choice(states) for u in batch}
+                assert plain.write_states(chosen) == cached.write_states(chosen)
+            else:
+                assert plain.states(batch) == cached.states(batch)
+            assert len(cache) <= cache_size
+            for key, value in cache.items():
+                assert cached_db.get(key) == value
+        assert _db_items(plain) == _db_items(cached)
+    finally:
+        plain_db.close()
+        cached_db.close()
+
+
+def test_a_cached_record_is_not_read_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    options = Options(raw_mode=True)
+    options.create_if_missing(True)
+    db = Rdict(str(tmp_path / "c"), options)
+    urls = [f"http://a.test/{i}" for i in range(50)]
+    try:
+        UrlRegistry.over(db).add_many(urls)  # written, not cached
+        reads: list[Any] = []
+
+        class Spy:
+            def __getattr__(self, name: str) -> Any:
+                return getattr(db, name)
+
+            def get(self, key: Any) -> Any:
+                reads.append(key)
+                return db.get(key)
+
+        cached = UrlRegistry.over(Spy(), {})  # type: ignore[arg-type]
+        assert cached.add_many(urls) == [False] * 50
+        assert len(reads) == 1  # one multi-get fills the cache
+        assert cached.add_many(urls) == [False] * 50
+        cached.add_inlinks(dict.fromkeys(urls, 1))
+        cached.set_states({u: {"s": "queued"} for u in urls})
+        assert cached.states(urls) == {u: {"s": "queued", "in": 2} for u in urls}
+        assert len(reads) == 1  # all later reads came from the cache
+    finally:
+        db.close()

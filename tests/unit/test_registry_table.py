@@ -272,6 +272,31 @@ def test_a_rebalance_tells_url_seen_which_filters_to_drop(table: RegistryTable) 
     assert sorted(dropped) == [0, 2]
 
 
+def test_a_partitions_value_cache_lives_with_its_database(table: RegistryTable) -> None:
+    """The records cached for a partition are dropped when it is revoked or newly
+    assigned, and never served from another database object of the partition."""
+    urls = [f"http://c{i}.test/" for i in range(5)]
+    with Handling(0):
+        table.add_keyed(urls, [key_of(u) for u in urls])
+    caches = table.store._value_caches
+    assert set(caches) == {0} and len(caches[0][1]) == 5  # written records are cached
+    first = caches[0][1]
+    assert table.store.registry(0)._cache is first  # one cache while the database lives
+    changelog = table.changelog_topic.get_topic_name()
+    asyncio.run(
+        table.store.on_rebalance(assigned=set(), revoked={TP(changelog, 0)}, newly_assigned=set())
+    )
+    assert 0 not in caches
+    with Handling(0):
+        assert table.add_keyed(urls, [key_of(u) for u in urls]) == [None] * 5  # read from disk
+    assert caches[0][1] is not first
+    cached = caches[0][1]
+    assert cached
+    table.store._dbs.pop(0).close()  # the database goes away behind the store's back
+    reopened = table.store.registry(0)
+    assert reopened._cache is not cached and reopened._cache == {}
+
+
 def test_crawl_states_one_batch_one_record_and_recovered_in_order(tmp_path: Path) -> None:
     """The frontier's writes: one WriteBatch and one changelog record per message, under
     their own random keys (a URL-keyed record would replace url-seen's under compaction);
