@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import Any
 
 import topology
-from streams.core.filters import FilterConfig, Rejection, filter_url
+from streams.core.filters import FilterConfig, Rejection, filter_url, vet
 from streams.core.sites import SiteRegistry
 from streams.core.urls import host_of, site_key
 from streams.stages.context import Outbox, crawl_log_record
@@ -72,16 +72,23 @@ def handle(
     also records the host form it was met in.
     """
     registry = registry_for(sites)
-    seed_config = replace(config, same_host=False)
+    canonicalize = registry.canonicalize
+    # With no depth or same-host rule (the default), a URL's verdict is its shape
+    # alone: vet, memoised, with no per-link call of filter_url.
+    shape_only = not config.max_depth and not config.same_host
+    seed_config = replace(config, same_host=False) if config.same_host else config
     passed: dict[Any, dict[str, Any]] = {}
     for candidate in batch["urls"]:
         via = candidate.get("via")
-        verdict = filter_url(
-            candidate["url"],
-            candidate["depth"],
-            seed_config if via == SEED_VIA else config,
-            scope,
-        )
+        if shape_only:
+            verdict = vet(candidate["url"])
+        else:
+            verdict = filter_url(
+                candidate["url"],
+                candidate["depth"],
+                seed_config if via == SEED_VIA else config,
+                scope,
+            )
         if isinstance(verdict, Rejection):
             out.log(
                 crawl_log_record(
@@ -93,26 +100,24 @@ def handle(
                 )
             )
             continue
-        _settle_by_redirect(registry, verdict, via)
-        accepted = {**candidate, "url": registry.canonicalize(verdict, is_canonical=True)}
-        _merge_repeat(passed, accepted)
+        if via and (via == SEED_VIA or via.startswith(REDIRECT_VIA_PREFIX)):
+            # Seeds and redirect targets are kept apart: their `via` means something.
+            if via != SEED_VIA:
+                _settle_by_redirect(registry, verdict, via)
+            accepted = {**candidate, "url": canonicalize(verdict, is_canonical=True)}
+            passed[(id(accepted),)] = accepted
+            continue
+        # Links to one URL from several pages of the batch become one candidate whose
+        # `inlinks` counts them (the frontier ranks well-linked URLs higher), at the
+        # least depth met (and the highest priority).
+        url = canonicalize(verdict, is_canonical=True)
+        key = (url, candidate.get("kind"))
+        first = passed.get(key)
+        if first is None:
+            passed[key] = {**candidate, "url": url}
+            continue
+        first["inlinks"] = int(first.get("inlinks", 1)) + int(candidate.get("inlinks", 1))
+        first["depth"] = min(int(first["depth"]), int(candidate["depth"]))
+        first["priority"] = max(int(first["priority"]), int(candidate["priority"]))
     for candidate in passed.values():
         out.add(topology.URL_SEEN, partition, candidate)
-
-
-def _merge_repeat(passed: dict[Any, dict[str, Any]], candidate: dict[str, Any]) -> None:
-    """Links to one URL from several pages of the batch become one candidate whose
-    `inlinks` counts them (the frontier ranks well-linked URLs higher), at the least
-    depth met. Seeds and redirect targets are kept apart: their `via` means something."""
-    via = candidate.get("via") or ""
-    if via == SEED_VIA or via.startswith(REDIRECT_VIA_PREFIX):
-        passed[(id(candidate),)] = candidate
-        return
-    key = (candidate["url"], candidate.get("kind"))
-    first = passed.get(key)
-    if first is None:
-        passed[key] = candidate
-        return
-    first["inlinks"] = int(first.get("inlinks", 1)) + int(candidate.get("inlinks", 1))
-    first["depth"] = min(int(first["depth"]), int(candidate["depth"]))
-    first["priority"] = max(int(first["priority"]), int(candidate["priority"]))
