@@ -433,23 +433,27 @@ class UrlRegistry:
         batch = WriteBatch(raw_mode=True)
         records: dict[bytes, bytes] = {}
         result: list[InlinkChange] = []
-        for url in counts:
+        put = batch.put
+        for url, add in counts.items():
             hit = known.get(url) or hits.get(url)
-            if hit is None or counts[url] <= 0:
+            if hit is None or add <= 0:
                 continue
             key, stored = hit
-            head, _, raw = stored[8:].partition(STATE_SEP)
+            sep = stored.find(STATE_SEP, 8)
             old: dict[str, Any] | None = None
-            if raw:
+            if 0 <= sep < len(stored) - 1:
                 try:
-                    parsed = orjson.loads(raw)
+                    parsed = orjson.loads(stored[sep + 1 :])
                 except ValueError:
                     parsed = None
                 old = parsed if isinstance(parsed, dict) else None
-            new = {**(old or {}), "in": int((old or {}).get("in", 1)) + int(counts[url])}
+            count = (int(old.get("in", 1)) if old else 1) + int(add)
+            new = {**old, "in": count} if old else {"in": count}
             encoded = orjson.dumps(new)
-            records[key] = value = stored[:8] + head + STATE_SEP + encoded
-            batch.put(key, value)
+            # the URL id and URL as stored, the separator, the new state: one copy
+            value = (stored[: sep + 1] if sep >= 0 else stored + STATE_SEP) + encoded
+            records[key] = value
+            put(key, value)
             result.append((url, old, new, encoded))
         if result:
             self._write(batch, records)

@@ -292,3 +292,47 @@ def test_a_cached_record_is_not_read_again(tmp_path: Path, monkeypatch: pytest.M
         assert len(reads) == 1  # all later reads came from the cache
     finally:
         db.close()
+
+
+def test_add_inlinks_grows_the_count_and_keeps_the_rest_of_the_record(tmp_path: Path) -> None:
+    """Every shape a stored record can have (no state, an empty one, a stamp, a
+    frontier state with and without a count, one that is not a JSON object): the
+    record after is the URL id and URL as before, and the state with ``in`` grown
+    by the links (from 1 when there was none), everything else kept."""
+    import orjson
+
+    from streams.core.registry import STATE_SEP, _value
+
+    shapes: list[bytes | None] = [
+        None,
+        b"",
+        b'{"r":5.5,"o":3}',
+        b'{"s":"fetched","at":1.5,"status":200,"in":7}',
+        b'{"s":"queued","tier":2,"q":4,"depth":1}',
+        b"[1,2]",
+        b"not json",
+        b"{}",
+    ]
+    urls = [f"http://a.test/é{i}" for i in range(len(shapes))]
+    with UrlRegistry(tmp_path / "r") as reg:
+        reg.add_many(urls)
+        for url, shape in zip(urls, shapes, strict=True):
+            if shape is not None:
+                key = registry_module.key_of(url)
+                reg._db[key] = _value(url) + STATE_SEP + shape
+        before = {u: reg._db[registry_module.key_of(u)] for u in urls}
+        changes = reg.add_inlinks({u: i + 1 for i, u in enumerate(urls)})
+        assert [c[0] for c in changes] == urls
+        for i, (url, shape) in enumerate(zip(urls, shapes, strict=True)):
+            old: Any = None
+            if shape:
+                try:
+                    old = orjson.loads(shape)
+                except ValueError:
+                    old = None
+            old = old if isinstance(old, dict) else None
+            want = {**(old or {}), "in": int((old or {}).get("in", 1)) + i + 1}
+            stored = reg._db[registry_module.key_of(url)]
+            assert stored == _value(url) + STATE_SEP + orjson.dumps(want)
+            assert stored[:8] == before[url][:8]
+            assert changes[i] == (url, old, want, orjson.dumps(want))
