@@ -272,3 +272,30 @@ def test_invalid_growth_parameters() -> None:
         BloomFilter(100, 0.01, tightening_ratio=1.0)
     with pytest.raises(ValueError, match="tightening_ratio"):
         BloomFilter(100, 0.01, tightening_ratio=0)
+
+
+@pytest.mark.parametrize("scalable", [False, True])
+def test_small_batches_answer_as_the_vectorised_path(
+    monkeypatch: pytest.MonkeyPatch, scalable: bool
+) -> None:
+    """Batches up to bloom._SCALAR_BATCH items go item by item: differential against
+    the numpy path (forced with a bound of 0) over many small batches that grow the
+    filter and repeat keys, as url-seen's ~1 new key a message does."""
+    rng = random.Random(3)
+    pool = urls(3000)
+    batches = [
+        [rng.choice(pool) for _ in range(rng.randrange(0, bloom._SCALAR_BATCH + 2))]
+        for _ in range(900)
+    ]
+    probes = [rng.sample(pool, rng.randrange(0, bloom._SCALAR_BATCH + 2)) for _ in range(300)]
+
+    def run() -> tuple[list[list[bool]], list[list[bool]], bytes]:
+        f = BloomFilter(300, 0.05, scalable=scalable)
+        added = [f.add_many(b) for b in batches]
+        checked = [f.contains_many(tuple(p)) for p in probes]
+        return added, checked, f.to_bytes()
+
+    scalar = run()
+    monkeypatch.setattr(bloom, "_SCALAR_BATCH", 0)
+    assert run() == scalar
+    assert any(any(a) for a in scalar[0]) and any(not all(c) for c in scalar[1])
