@@ -153,26 +153,37 @@ class RegistryStore(faust_rocksdb.Store):
     while this worker owned the partition misses what another owner added since.
 
     Each partition database has a value cache (:meth:`UrlRegistry.over`), kept while
-    the same database object serves the partition and dropped, like the Bloom
-    filter, when the partition is revoked or newly assigned. Every write to a
-    partition database goes through :meth:`registry` (url-seen, the frontier's
-    states, changelog recovery and standbys in :meth:`apply_changelog_batch`;
-    Faust's own item writes are refused), so the cache never holds a stale record.
+    the same database serves the partition: dropped, like the Bloom filter, when
+    the partition is revoked or newly assigned, and whenever Faust opens the
+    partition's database afresh or resets the table. Every write to a partition
+    database goes through :meth:`registry` (url-seen, the frontier's states,
+    changelog recovery and standbys in :meth:`apply_changelog_batch`; Faust's own
+    item writes are refused), so the cache never holds a stale record. The cache
+    holds no reference to the database: Faust closes a revoked partition's
+    database by dropping the last one.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.on_partition_change: list[Callable[[int], None]] = []
-        self._value_caches: dict[int, tuple[Any, ValueCache]] = {}
+        self._value_caches: dict[int, ValueCache] = {}
 
     def registry(self, partition: int) -> UrlRegistry:
         """The registry over this partition's database (opened on first use), with
         the partition's value cache."""
-        db = self._db_for_partition(partition)
-        entry = self._value_caches.get(partition)
-        if entry is None or entry[0] is not db:
-            entry = self._value_caches[partition] = (db, {})
-        return UrlRegistry.over(db, entry[1])
+        db = self._db_for_partition(partition)  # first: opening it drops the cache
+        cache = self._value_caches.get(partition)
+        if cache is None:
+            cache = self._value_caches[partition] = {}
+        return UrlRegistry.over(db, cache)
+
+    def _open_for_partition(self, partition: int) -> Any:
+        self._value_caches.pop(partition, None)
+        return super()._open_for_partition(partition)
+
+    def reset_state(self) -> None:
+        self._value_caches.clear()
+        super().reset_state()
 
     def add_keyed(
         self,
