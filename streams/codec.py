@@ -15,7 +15,8 @@ of `url_batch`, a page's headers and a parsed page's links as one string of line
 ~0.37 µs, a split ~0.05), and `url_batch`'s numbers as one bytes field of 32-bit
 ints (fastavro pays ~0.2 µs an int of an array each way, struct ~0.01); a parsed
 page's numbers and flags travel as one bytes field too, and its strings joined as
-one string cut by lengths kept with the numbers (26 Avro fields a page -> 8). `encode`
+one string cut by lengths kept with the numbers (26 Avro fields a page -> 8), and
+so do a frontier event's fetch completions (one record for all of them). `encode`
 turns the stages' dicts into that wire form and `decode` turns it back (`wire_form`
 shows the wire record), so a stage still sees one dict per URL with every field
 set, and one dict per header.
@@ -58,6 +59,7 @@ SCHEMA_FILES = (
     "url_batch_v1",
     "url_batch_v2",
     "url_batch",
+    "frontier_event_v1",
     "frontier_event",
     "fetch_batch",
     "page_batch",
@@ -91,11 +93,15 @@ PARSED_LAYOUT_V2 = b"\x01\x02"
 URL_LAYOUT = b"\x01\x04"
 #: The marker of url_batch_v2 (the URLs and kinds as lines, the numbers as arrays).
 URL_LAYOUT_V2 = b"\x01\x03"
+#: The same for frontier_event (its candidates and completions packed); its older
+#: layout starts with the count of its candidates' `url` array.
+FRONTIER_LAYOUT = b"\x01\x06"
 #: Schemas with older layouts still read: (the current layout's marker, the schema of
 #: each older marked layout by its marker, the schema of the unmarked oldest layout).
 _OLDER_LAYOUT: dict[str, tuple[bytes, dict[bytes, str], str]] = {
     "parsed_batch": (PARSED_LAYOUT, {PARSED_LAYOUT_V2: "parsed_batch_v2"}, "parsed_batch_v1"),
     "url_batch": (URL_LAYOUT, {URL_LAYOUT_V2: "url_batch_v2"}, "url_batch_v1"),
+    "frontier_event": (FRONTIER_LAYOUT, {}, "frontier_event_v1"),
 }
 
 
@@ -522,8 +528,117 @@ def _from_wire_url_batch_v1(record: dict[str, Any]) -> dict[str, Any]:
     return record
 
 
-def _to_wire_frontier_event(record: dict[str, Any]) -> dict[str, Any]:
+def _to_wire_frontier_event_v1(record: dict[str, Any]) -> dict[str, Any]:
+    """The older layout, for tests that play an older Seine's messages."""
     return {**record, "new_urls": _url_columns(record.get("new_urls") or [])}
+
+
+#: A fetch completion's numbers and flags, then the lengths of its strings in `text`.
+_COMPLETION = struct.Struct("<iBdddd5i")
+_RETRY_AFTER, _WITH_BODY = 1, 2
+
+
+def _completions_packed(completions: list[dict[str, Any]]) -> dict[str, Any]:
+    """FetchCompletion dicts -> PackedCompletions: ~1 Avro field a completion instead of 11."""
+    numbers = bytearray()
+    strings: list[str] = []
+    bodies: list[bytes] = []
+    pack = _COMPLETION.pack
+    for c in completions:
+        url, host, kind, outcome = c["url"], c["host"], c["kind"], c["outcome"]
+        reason = c.get("reason", "")
+        retry_after, body = c.get("retry_after"), c.get("body")
+        flags = (0 if retry_after is None else _RETRY_AFTER) | (0 if body is None else _WITH_BODY)
+        if body is not None:
+            bodies.append(body)
+        numbers += pack(
+            c["status"],
+            flags,
+            c["elapsed_ms"],
+            c["finished_at"],
+            c.get("dispatched_at", 0.0),
+            retry_after or 0.0,
+            len(url),
+            len(host),
+            len(kind),
+            len(outcome),
+            len(reason),
+        )
+        strings += (url, host, kind, outcome, reason)
+    return {"numbers": bytes(numbers), "text": "".join(strings), "bodies": bodies}
+
+
+def _completions_unpacked(columns: dict[str, Any]) -> list[dict[str, Any]]:
+    numbers, text, bodies = columns["numbers"], columns["text"], columns["bodies"]
+    if len(numbers) % _COMPLETION.size:
+        raise DecodeError(
+            f"PackedCompletions: {len(numbers)} bytes of numbers, "
+            f"not a multiple of {_COMPLETION.size}"
+        )
+    out: list[dict[str, Any]] = []
+    end = taken = 0
+    for status, flags, elapsed, finished, dispatched, retry, *lengths in _COMPLETION.iter_unpack(
+        numbers
+    ):
+        if flags & ~(_RETRY_AFTER | _WITH_BODY) or min(lengths) < 0:
+            raise DecodeError(f"PackedCompletions: unknown flags {flags:#x} or lengths {lengths}")
+        n_url, n_host, n_kind, n_outcome, n_reason = lengths
+        url = text[end : end + n_url]
+        end += n_url
+        host = text[end : end + n_host]
+        end += n_host
+        kind = text[end : end + n_kind]
+        end += n_kind
+        outcome = text[end : end + n_outcome]
+        end += n_outcome
+        reason = text[end : end + n_reason]
+        end += n_reason
+        body = None
+        if flags & _WITH_BODY:
+            if taken == len(bodies):
+                raise DecodeError("PackedCompletions: fewer bodies than flagged")
+            body = bodies[taken]
+            taken += 1
+        out.append(
+            {
+                "url": url,
+                "host": host,
+                "kind": kind,
+                "status": status,
+                "outcome": outcome,
+                "elapsed_ms": elapsed,
+                "finished_at": finished,
+                "retry_after": retry if flags & _RETRY_AFTER else None,
+                "body": body,
+                "dispatched_at": dispatched,
+                "reason": reason,
+            }
+        )
+    if end != len(text) or taken != len(bodies):
+        raise DecodeError(
+            f"PackedCompletions: lengths cut {end} of {len(text)} characters, "
+            f"{taken} of {len(bodies)} bodies flagged"
+        )
+    return out
+
+
+def _to_wire_frontier_event(record: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "layout": FRONTIER_LAYOUT,
+        "new_urls": _url_packed(record.get("new_urls") or []),
+        "completions": _completions_packed(record.get("completions") or []),
+        "tick": record.get("tick", False),
+    }
+
+
+def _from_wire_frontier_event(record: dict[str, Any]) -> dict[str, Any]:
+    if record["layout"] != FRONTIER_LAYOUT:
+        raise DecodeError("frontier_event: unknown layout marker")
+    return {
+        "new_urls": _url_rows_packed(record["new_urls"]),
+        "completions": _completions_unpacked(record["completions"]),
+        "tick": record["tick"],
+    }
 
 
 def _to_wire_page_batch(record: dict[str, Any]) -> dict[str, Any]:
@@ -586,6 +701,7 @@ _TO_WIRE: dict[str, Convert] = {
     "url_batch_v1": _to_wire_url_batch_v1,
     "url_batch_v2": _to_wire_url_batch_v2,
     "frontier_event": _to_wire_frontier_event,
+    "frontier_event_v1": _to_wire_frontier_event_v1,
     "page_batch": _to_wire_page_batch,
     "parsed_batch": _to_wire_parsed_batch,
     "parsed_batch_v2": _to_wire_parsed_batch_v2,
@@ -596,7 +712,8 @@ _FROM_WIRE: dict[str, Convert] = {
     "url_batch": _from_wire_url_batch,
     "url_batch_v1": _from_wire_url_batch_v1,
     "url_batch_v2": _from_wire_url_batch_v2,
-    "frontier_event": lambda r: {**r, "new_urls": _url_rows(r["new_urls"])},
+    "frontier_event": _from_wire_frontier_event,
+    "frontier_event_v1": lambda r: {**r, "new_urls": _url_rows(r["new_urls"])},
     "page_batch": _from_wire_page_batch,
     "parsed_batch": _from_wire_parsed_batch,
     "parsed_batch_v2": _from_wire_parsed_batch_v2,

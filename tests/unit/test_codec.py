@@ -211,6 +211,8 @@ EXAMPLES: dict[str, list[dict[str, Any]]] = {
 #: The older url_batch layouts carry the same candidates.
 EXAMPLES["url_batch_v1"] = EXAMPLES["url_batch"]
 EXAMPLES["url_batch_v2"] = EXAMPLES["url_batch"]
+#: The older frontier_event layout carries the same events.
+EXAMPLES["frontier_event_v1"] = EXAMPLES["frontier_event"]
 #: The older parsed_batch layout with the hand-off carries the same pages.
 EXAMPLES["parsed_batch_v2"] = EXAMPLES["parsed_batch"]
 #: The older layout carried every body inline: the inline pages of the current examples.
@@ -556,7 +558,7 @@ def test_inconsistent_columns_are_a_decode_error(bad: dict[str, Any]) -> None:
         codec.decode("url_batch", _raw("url_batch", {"layout": codec.URL_LAYOUT, "urls": packed}))
     event = {"new_urls": bad, "completions": [], "tick": False}
     with pytest.raises(DecodeError, match="UrlColumns"):
-        codec.decode("frontier_event", _raw("frontier_event", event))
+        codec.decode("frontier_event", _raw("frontier_event_v1", event))
 
 
 @pytest.mark.parametrize(
@@ -923,3 +925,111 @@ def test_every_parsed_batch_layout_decodes_to_the_same_pages() -> None:
         inline = {"pages": [p for p in pages if p["page"]["body"] is not None]}
         if inline["pages"]:
             assert codec.decode("parsed_batch", codec.encode("parsed_batch_v1", inline)) == inline
+
+
+# --- frontier_event's current layout: candidates and completions packed ------------------
+
+COMPLETION_STRUCT = "<iBdddd5i"
+
+
+def _event_wire(**completions: Any) -> dict[str, Any]:
+    wire = codec.wire_form("frontier_event", EXAMPLES["frontier_event"][0])
+    wire["completions"].update(completions)
+    return wire
+
+
+def test_completions_travel_as_columns() -> None:
+    wire = codec.wire_form("frontier_event", EXAMPLES["frontier_event"][0])
+    assert wire["layout"] == codec.FRONTIER_LAYOUT
+    assert wire["new_urls"]["url_lines"] == "https://example.com/\n"
+    done = wire["completions"]
+    assert list(struct.iter_unpack(COMPLETION_STRUCT, done["numbers"])) == [
+        (200, 2, 3.5, 1.5, 1.25, 0.0, 30, 11, 6, 2, 0),
+        (429, 1, 1.0, 2.0, 0.0, 30.0, 21, 11, 4, 10, 8),
+    ]
+    assert done["text"] == (
+        "https://example.com/robots.txtexample.comrobotsok"
+        "https://example.com/aexample.compagehttp-errorHTTP 429"
+    )
+    assert done["bodies"] == [b"User-agent: *\nDisallow: /private\n"]
+    # an older Seine's events still read, and a tick of the current layout is 01 06 ...
+    old = codec.encode("frontier_event_v1", EXAMPLES["frontier_event"][0])
+    assert not old.startswith(codec.FRONTIER_LAYOUT)
+    assert codec.decode("frontier_event", old) == EXAMPLES["frontier_event"][0]
+    assert codec.encode("frontier_event", {"tick": True}).startswith(codec.FRONTIER_LAYOUT)
+
+
+def test_inconsistent_completions_are_a_decode_error() -> None:
+    done = codec.wire_form("frontier_event", EXAMPLES["frontier_event"][0])["completions"]
+    rows = list(struct.iter_unpack(COMPLETION_STRUCT, done["numbers"]))
+
+    def numbers(*changes: tuple[int, int, Any]) -> bytes:
+        changed = [list(r) for r in rows]
+        for row, field, value in changes:
+            changed[row][field] = value
+        return b"".join(struct.pack(COMPLETION_STRUCT, *r) for r in changed)
+
+    for bad in (
+        {"numbers": done["numbers"][:-1]},
+        {"numbers": done["numbers"] + b"\x00"},
+        {"numbers": numbers((0, 1, 6))},  # an unknown flag
+        {"numbers": numbers((1, 1, 3))},  # a second body flagged, none there
+        {"numbers": numbers((0, 1, 0))},  # a body there, none flagged
+        {"bodies": []},
+        {"bodies": [b"a", b"b"]},
+        {"numbers": numbers((0, 6, 31))},  # the strings past the text
+        {"numbers": numbers((1, 10, 7))},  # text left over
+        {"numbers": numbers((0, 6, -1), (0, 7, 12))},  # a negative length
+        {"text": done["text"] + "x"},
+    ):
+        with pytest.raises(DecodeError, match="PackedCompletions"):
+            codec.decode("frontier_event", _raw("frontier_event", _event_wire(**bad)))
+
+
+def test_every_frontier_event_layout_decodes_to_the_same_event() -> None:
+    """Differential: random events through the current layout and the older one."""
+    rng = random.Random(13)
+    words = ["", "a", "ü€", "\n", "x" * 70, "/p?q=1"]
+
+    def text(k: int = 4) -> str:
+        return "".join(rng.choices(words, k=rng.randrange(0, k)))
+
+    for _ in range(300):
+        completions = [
+            {
+                "url": text(),
+                "host": text(),
+                "kind": rng.choice(["page", "robots", "sitemap", text()]),
+                "status": rng.choice([0, 200, 429, -1, 2**31 - 1, -(2**31)]),
+                "outcome": text(),
+                "elapsed_ms": rng.random() * 100,
+                "finished_at": rng.choice([0.0, 1_795_385_229.875, -2.5]),
+                "retry_after": rng.choice([None, 0.0, 30.0, 1e9]),
+                "body": rng.choice([None, b"", b"User-agent: *\x00\xff"]),
+                "dispatched_at": rng.choice([0.0, 1.25]),
+                "reason": text(),
+            }
+            for _ in range(rng.randrange(0, 6))
+        ]
+        urls = [
+            {
+                "url": text() or "http://a.example/",
+                "depth": rng.choice([0, 2, 2**31 - 1]),
+                "priority": rng.choice([0, -(2**31)]),
+                "via": rng.choice([None, "", "seed", text()]),
+                "inlinks": rng.choice([0, 1, 5]),
+                "kind": rng.choice(["page", "sitemap", text()]),
+            }
+            for _ in range(rng.randrange(0, 6))
+        ]
+        event = {"new_urls": urls, "completions": completions, "tick": rng.random() < 0.2}
+        for name in ("frontier_event", "frontier_event_v1"):
+            assert codec.decode("frontier_event", codec.encode(name, event)) == event, name
+    # fields with defaults may be left out, as the fetch stage's completions never do
+    sparse = {k: v for k, v in EXAMPLES["frontier_event"][0]["completions"][1].items()}
+    for field in ("retry_after", "body", "dispatched_at", "reason"):
+        del sparse[field]
+    got = codec.decode("frontier_event", codec.encode("frontier_event", {"completions": [sparse]}))
+    assert got["completions"] == [
+        {**sparse, "retry_after": None, "body": None, "dispatched_at": 0.0, "reason": ""}
+    ]
