@@ -133,6 +133,10 @@ def conditional_headers(record: Mapping[str, Any] | None) -> dict[str, str]:
     return headers
 
 
+#: :meth:`RevisitSchedule.fetched`'s default ``previous``: read the record itself.
+UNREAD: Any = object()
+
+
 @dataclass
 class _Heap:
     heap: list[tuple[float, str]] = field(default_factory=list)
@@ -195,18 +199,22 @@ class RevisitSchedule:
         depth: int,
         now: float | None = None,
         stored: tuple[str, float] | None = None,
+        previous: Record | None = UNREAD,
     ) -> str:
         """A page was fetched whole (2xx): update its record; returns first/changed/unchanged.
 
         ``stored``: the (payload digest, fetch time) of the capture the page store now
         holds for the URL, so that the same capture read again after a rebalance is not
         stored twice, and a refetch of the same bytes is stored as a revisit.
+        ``previous``: the URL's record as :meth:`record` gave it, when the caller has
+        just read it and nothing wrote it since (link-extract reads it first to see
+        whether the capture is stored already): one table read a page instead of two.
         """
         now = self.clock() if now is None else now
         etag, last_modified = validators(headers)
         record, change = observe(
             self.policy,
-            self.record(url),
+            self.record(url) if previous is UNREAD else previous,
             fingerprint=fingerprint,
             etag=etag,
             last_modified=last_modified,

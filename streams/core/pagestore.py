@@ -1000,12 +1000,15 @@ class PageStore:
             ]
         )[0]
 
-    def put_many(self, items: list[dict[str, Any]]) -> list[Capture]:
+    def put_many(self, items: list[dict[str, Any]], *, captures: bool = True) -> list[Capture]:
         """Store many pages with one segment flush and one index WriteBatch.
 
         Each item holds ``put``'s keyword arguments plus ``"url"``; an item with an
         ``"original_url"`` key takes ``put_revisit``'s instead.  Every item is validated
         before anything is written, so a bad item fails the batch without side effects.
+        ``captures=False`` returns an empty list: link-extract, which stores and never
+        reads them back, does not pay for a ``Capture`` (and a copy of its headers) a
+        page.
         """
         pending: list[_Pending] = []
         for item in items:
@@ -1015,7 +1018,7 @@ class PageStore:
                 pending.append(self._prepare_revisit(url, **kw))
             else:
                 pending.append(self._prepare_response(url, **kw))
-        return self._write_batch(pending)
+        return self._write_batch(pending, captures)
 
     def flush(self) -> None:
         """Make everything written so far durable (segment fsync + synced WAL)."""
@@ -1225,8 +1228,9 @@ class PageStore:
             orig_micros=_to_micros(original_date),
         )
 
-    def _write_batch(self, pending: list[_Pending]) -> list[Capture]:
-        """WARC records first (flushed), then one index WriteBatch: see module docstring."""
+    def _write_batch(self, pending: list[_Pending], with_captures: bool = True) -> list[Capture]:
+        """WARC records first (flushed), then one index WriteBatch: see module docstring.
+        ``with_captures=False``: the same writes, an empty list returned."""
         if not pending:
             return []
         batch = WriteBatch(raw_mode=True)
@@ -1258,6 +1262,8 @@ class PageStore:
                     body_start=layout[2],
                 ),
             )
+            if not with_captures:
+                continue
             captures.append(
                 Capture(
                     url=p.url,

@@ -23,7 +23,7 @@ from typing import Any
 
 import topology
 from streams import codec
-from streams.core.freshness import RevisitSchedule
+from streams.core.freshness import UNREAD, RevisitSchedule
 from streams.core.pagestore import PageStore, payload_digest
 from streams.core.simhash import to_unsigned
 from streams.core.urls import resolve, resolve_and_canonicalize
@@ -75,20 +75,37 @@ def _handle(
     writes: list[dict[str, Any]] = []
     #: revisit records to write once the pages are stored (a record never runs ahead
     #: of the store: a kill in between means a second copy, never a lost page)
-    visits: list[tuple[dict[str, Any], list[tuple[str, str]], tuple[str, float] | None]] = []
+    #: (and the URL's record as read before, when nothing else in the batch writes it)
+    visits: list[tuple[dict[str, Any], list[tuple[str, str]], tuple[str, float] | None, Any]] = []
     #: captures stored by this batch (its records are written after the store)
     batch_captures: dict[str, tuple[str, float]] = {}
     emitted = 0
     max_url = ctx.limits.max_url_bytes
-    for parsed in batch["pages"]:
+    pages = batch["pages"]
+    #: URLs that come more than once in this batch: each occurrence's revisit write
+    #: changes the record the next one reads, so theirs are read afresh
+    repeated: set[str] = set()
+    if revisits is not None:
+        once: set[str] = set()
+        for parsed in pages:
+            url = parsed["page"]["url"]
+            if url in once:
+                repeated.add(url)
+            once.add(url)
+    for parsed in pages:
         page = parsed["page"]
         url = page["url"]
         body = page["body"]
         digest = digest_of(parsed)
         stored: tuple[str, float] | None = None
+        previous: Any = UNREAD
         duplicate = parsed.get("duplicate_of")
         if revisits is not None and not duplicate:
-            stored, again = _stored_before(revisits, page, batch_captures.get(url), digest)
+            if url not in repeated and 200 <= page["status"] < 300:
+                previous = revisits.record(url)
+            stored, again = _stored_before(
+                revisits, page, batch_captures.get(url), digest, previous=previous
+            )
             if again is not None:
                 duplicate = again
         if duplicate is SAME_CAPTURE or duplicate:  # (SAME_CAPTURE is an empty dict)
@@ -103,7 +120,7 @@ def _handle(
             batch_captures[url] = stored
         headers = _headers(page)  # (neither the store nor the revisit record changes it)
         if revisits is not None and 200 <= page["status"] < 300:
-            visits.append((parsed, headers, stored))
+            visits.append((parsed, headers, stored, previous))
         near = parsed.get("near_duplicate_of")
         if duplicate is SAME_CAPTURE:
             pass  # this very capture is stored already: read again after a rebalance
@@ -165,10 +182,10 @@ def _handle(
             )
             emitted += 1
     if writes:
-        store.put_many(writes)
+        store.put_many(writes, captures=False)
         ctx.counters.pages_stored += sum(1 for w in writes if "body" in w)
     if revisits is not None:
-        for parsed, headers, stored in visits:
+        for parsed, headers, stored, previous in visits:
             page = parsed["page"]
             revisits.fetched(
                 page["url"],
@@ -176,6 +193,7 @@ def _handle(
                 headers=headers,
                 depth=page["depth"],
                 stored=stored,
+                previous=previous,
             )
     return emitted
 
@@ -189,6 +207,7 @@ def _stored_before(
     page: dict[str, Any],
     in_batch: tuple[str, float] | None = None,
     digest: str | None = None,
+    previous: Any = UNREAD,
 ) -> tuple[tuple[str, float] | None, dict[str, Any] | None]:
     """Is this page's body stored for its URL already? At-least-once delivery brings a
     page here twice when a worker dies or a rebalance moves its host: the same capture
@@ -198,7 +217,8 @@ def _stored_before(
     each URL keeps one response record and nothing is lost. ``in_batch``: the capture
     an earlier page of the same batch stored (its record is not written yet).
     ``digest``: the body's payload digest as parse took it (the body itself may be in
-    the hand-off cache still)."""
+    the hand-off cache still). ``previous``: the URL's revisit record, if the caller
+    has read it already (it hands the same to `RevisitSchedule.fetched`)."""
     if not 200 <= page["status"] < 300:
         return None, None
     if digest is None:
@@ -206,7 +226,9 @@ def _stored_before(
     if in_batch is not None:
         record: dict[str, Any] = {"digest": in_batch[0], "captured": in_batch[1]}
     else:
-        record = revisits.record(page["url"]) or {}
+        if previous is UNREAD:
+            previous = revisits.record(page["url"])
+        record = previous or {}
     if record.get("digest") != digest or "captured" not in record:
         return (digest, page["fetched_at"]), None
     captured = float(record["captured"])

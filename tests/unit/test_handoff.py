@@ -329,6 +329,56 @@ def test_the_same_capture_read_again_needs_no_body(tmp_path: Path) -> None:
     assert [r[0] for r in warc_records(tmp_path / "pages")] == ["response"]
 
 
+class CountingRecords(dict[str, Any]):
+    """A revisits table that counts its reads by key."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads: dict[str, int] = {}
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self.reads[key] = self.reads.get(key, 0) + 1
+        return super().get(key, default)
+
+
+def test_link_extract_reads_a_revisit_record_once_unless_its_url_repeats(
+    tmp_path: Path,
+) -> None:
+    """The record read to see whether a capture is stored already is the one the
+    revisit update starts from; a URL twice in one batch has its second update start
+    from the record its first wrote (its visits count both)."""
+    ctx = FakeCtx(Settings(partitions=1), HandoffCache(64 << 20))
+    store = PageStore(str(tmp_path / "pages"))
+    records = CountingRecords()
+    records["http://a.test/1"] = {
+        "fp": "old",
+        "etag": '"e"',
+        "lm": None,
+        "interval": 100.0,
+        "last": 1.0,
+        "next": 101.0,
+        "visits": 3,
+        "changes": 1,
+        "depth": 1,
+    }
+    revisits = RevisitSchedule(records, RevisitPolicy(), lambda url: 0, clock=lambda: 1000.0)
+    twice = fetched("http://a.test/2", 2)
+    batch = [fetched("http://a.test/1", 1), twice, fetched("http://b.test/3", 3), twice]
+    out = FakeOutbox()
+    parse.handle(ctx, {"pages": batch}, out)  # type: ignore[arg-type]
+    message = wire({"pages": out.to(topology.CONTENT_DEDUP)})
+    records.reads.clear()
+    link_extract.handle(ctx, message, store, FakeOutbox(), revisits)  # type: ignore[arg-type]
+    store.close()
+    assert records.reads["http://a.test/1"] == 1
+    assert records.reads["http://b.test/3"] == 1
+    assert records["http://a.test/1"]["visits"] == 4
+    assert records["http://a.test/1"]["changes"] == 2  # "old" -> this page's fingerprint
+    assert records["http://a.test/2"]["visits"] == 2  # the second update saw the first
+    assert records["http://b.test/3"]["visits"] == 1
+    assert revisits.changed == 1 and revisits.unchanged == 1
+
+
 def test_a_handoff_refeed_is_queued_past_the_host_budget() -> None:
     frontier = Frontier({}, {}, Politeness(max_host_queue=1), lambda host: 0)
     revisits = schedule()
@@ -353,7 +403,7 @@ def test_a_failed_batch_goes_to_dead_letters_with_its_bodies(tmp_path: Path) -> 
     message = wire({"pages": out.to(topology.CONTENT_DEDUP)})
 
     class Broken(PageStore):
-        def put_many(self, writes: Any) -> Any:
+        def put_many(self, writes: Any, **kw: Any) -> Any:
             raise OSError("disk full")
 
     store = Broken(str(tmp_path / "pages"))

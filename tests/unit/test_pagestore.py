@@ -364,6 +364,55 @@ def test_put_many_is_one_write_batch(store: PageStore) -> None:
     assert counting.writes == 1
 
 
+def test_put_many_without_captures_stores_the_same(tmp_path: Path) -> None:
+    """link-extract's ``captures=False``: nothing returned, the same records stored."""
+    items: list[dict[str, Any]] = [
+        {
+            "url": f"http://b.example/{i}",
+            "status": 200,
+            "headers": HTML,
+            "body": b"p%d" % i,
+            "fetched_at": 1e9 + i,
+        }
+        for i in range(5)
+    ]
+    items.append(
+        {
+            "url": "http://b.example/dup",
+            "original_url": "http://b.example/2",
+            "original_digest": sha1_b32(b"p2"),
+            "original_date": 1e9 + 2,
+            "status": 200,
+            "headers": HTML,
+            "fetched_at": 1e9 + 9,
+        }
+    )
+    stored = {}
+    for with_captures in (True, False):
+        s = PageStore(str(tmp_path / str(with_captures)))
+        got = s.put_many([dict(i) for i in items], captures=with_captures)
+        assert len(got) == (6 if with_captures else 0)
+        caps = [s.get(i["url"]) for i in items]
+        assert all(c is not None for c in caps)
+        stored[with_captures] = [
+            (
+                c.url,
+                c.fetched_at,
+                c.status,
+                c.headers,
+                c.body,
+                c.digest,
+                c.revisit_of,
+                c.near_duplicate_of,
+                c.truncated,
+            )  # (offsets differ: the segment's name and record ids are new each time)
+            for c in caps
+            if c is not None
+        ]
+        s.close()
+    assert stored[True] == stored[False]
+
+
 def test_put_many_bad_item_writes_nothing(store: PageStore) -> None:
     store.put("http://first.example/", status=200, headers=[], body=b"x")
     (seg,) = segments(store.path)
