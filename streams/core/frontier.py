@@ -472,7 +472,9 @@ class Frontier:
     def retier(self, url: str, tier: int, seq: int, new_tier: int) -> tuple[int, int] | None:
         """Move a still-queued URL from slot (tier, seq) of its host's queue to the tail
         of `new_tier` (its in-link count rose); returns the new slot, or None when the
-        item is not there any more (dispatched, drained) or would not move up.
+        item is not there any more (dispatched, drained) or would not move up, and for a
+        page a 429/503 sent back to the head of its tier (its registry state names no
+        slot since, so url-seen asks no move for it).
 
         The old slot is left empty: a hole in a tier's key range is skipped when the
         head reaches it, so it stays counted (``queued``, ``pending``) until then.
@@ -484,11 +486,15 @@ class Frontier:
         if not int(state["heads"][tier]) <= seq < int(state["tails"][tier]):
             return None
         old_key = queue_key(authority, tier, seq)
-        item = self.queue.get(old_key)
-        if item is None or item.get("url") != url:
+        item = self.queue.pop(old_key, None)  # one read and delete, not a get and a del
+        if item is None:
+            return None
+        if item.get("url") != url or item.get("retries"):
+            # another URL's item (never seen), or a page a 429/503 put back at the head
+            # of its tier to go first: left where it is (put back as it was)
+            self.queue[old_key] = item
             return None
         state = _copy(state)
-        del self.queue[old_key]
         tail = int(state["tails"][new_tier])
         self.queue[queue_key(authority, new_tier, tail)] = {**item, "tier": new_tier}
         state["tails"][new_tier] = tail + 1

@@ -16,7 +16,7 @@ import topology
 from streams.core.freshness import Record, RevisitSchedule
 from streams.core.frontier import Decision, Dispatch, Frontier, HostState, tier_for
 from streams.core.sites import url_id_long
-from streams.core.urlstate import RESEND_VIA, RETIER_VIA, StateUpdates
+from streams.core.urlstate import RESEND_VIA, StateUpdates, is_retier, retier_slot
 from streams.stages import recrawl
 from streams.stages.context import Outbox, crawl_log_record
 
@@ -72,9 +72,9 @@ def handle(
     decisions: list[Decision] = []
     states = StateUpdates()
     now = frontier.clock()
-    retier = [c for c in new_urls if c.get("via") == RETIER_VIA]
+    retier = [c for c in new_urls if is_retier(c.get("via"))]
     if retier:
-        new_urls = [c for c in new_urls if c.get("via") != RETIER_VIA]
+        new_urls = [c for c in new_urls if not is_retier(c.get("via"))]
     if any(c.get("via") == RESEND_VIA for c in new_urls):
         new_urls = _without_known_resends(new_urls, registry)
     for candidate in new_urls:
@@ -183,14 +183,29 @@ def _retier(
     now: float,
 ) -> None:
     """Move URLs whose in-link count rose (url-seen's re-tier requests) up their host's
-    tiers, if they are still queued where the registry says they are."""
-    current = registry.states([c["url"] for c in candidates])
+    tiers, if they are still queued where url-seen read they were.
+
+    A request names the slot url-seen read from the registry (`retier_slot`); the move
+    checks the queue item there (``Frontier.retier``), so a hit needs no registry read.
+    A miss (the URL was moved, dispatched or settled since url-seen read it: its
+    request crossed another) or a request without a slot asks the registry, in order,
+    as every request did before slots: the registry's slot is tried if it is another.
+    """
     for candidate in candidates:
-        url, state = candidate["url"], current.get(candidate["url"])
-        if not state or state.get("s") != "queued" or "q" not in state:
-            continue  # dispatched or settled since url-seen asked
+        url = candidate["url"]
         new_tier = tier_for(candidate["priority"], candidate["depth"], candidate["inlinks"])
-        slot = frontier.retier(url, int(state["tier"]), int(state["q"]), new_tier)
+        carried = retier_slot(candidate["via"])
+        slot = None
+        if carried is not None:
+            slot = frontier.retier(url, carried[0], carried[1], new_tier)
+        if slot is None:
+            state = registry.states([url]).get(url)
+            if not state or state.get("s") != "queued" or "q" not in state:
+                continue  # dispatched or settled since url-seen asked
+            known = (int(state["tier"]), int(state["q"]))
+            if known == carried:
+                continue  # tried already: not there, or would not move up
+            slot = frontier.retier(url, known[0], known[1], new_tier)
         if slot is not None:
             states.queued(
                 url, slot, candidate["depth"], now, candidate["inlinks"], candidate["priority"]

@@ -7,6 +7,7 @@ the registry ends with, and the crawl-log records beside them.
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ import pytest
 
 from streams.core.frontier import PARK_AFTER_ERRORS, Frontier, Politeness
 from streams.core.registry import UrlRegistry, state_of, with_state
-from streams.core.urlstate import RESEND_VIA
+from streams.core.urlstate import RESEND_VIA, is_retier, retier_candidate, retier_slot
 from streams.stages import frontier as frontier_stage
 from streams.stages import url_seen
 
@@ -47,12 +48,14 @@ class CountingRegistry:
     def __init__(self, registry: UrlRegistry) -> None:
         self.registry = registry
         self.calls: list[int] = []
+        self.reads = 0
 
     def set_states(self, states: Any) -> list[str]:
         self.calls.append(len(states))
         return self.registry.set_states(states)
 
     def states(self, urls: Any) -> dict[str, Any]:
+        self.reads += 1
         return self.registry.states(urls)
 
 
@@ -245,14 +248,19 @@ def test_in_links_count_across_batches_and_lift_a_queued_url_a_tier(tmp_path: Pa
     assert crawl.state(deep)["tier"] == 3  # depth 5, one link: the lowest tier
     before = crawl.frontier.queued
     for source, count, tier in [("b", 2, 2), ("c", 3, None), ("d", 4, 1)]:
+        was = crawl.state(deep)
         lifted = links(deep, source=f"http://{source}.test/")
         assert crawl.registry.state(deep)["in"] == count  # type: ignore[index]
         if tier is None:  # 3 links lift no more than 2: nothing to ask
             assert lifted == []
             continue
-        # each doubling of the count crosses a tier threshold: the frontier is asked
-        assert [(c["url"], c["via"], c["inlinks"]) for c in lifted] == [(deep, "retier", count)]
+        # each doubling of the count crosses a tier threshold: the frontier is asked,
+        # told the slot url-seen read, so it moves the item without reading the registry
+        via = f"retier:{was['tier']}:{was['q']}"
+        assert [(c["url"], c["via"], c["inlinks"]) for c in lifted] == [(deep, via, count)]
+        reads = crawl.counting.reads
         assert crawl.handle(candidates=lifted) == []  # robots.txt still in flight
+        assert crawl.counting.reads == reads
         assert crawl.state(deep)["tier"] == tier and crawl.state(deep)["in"] == count
     assert crawl.frontier.queued == before + 2  # the holes it left are skipped later
     # a seed or redirect met again is not an in-link; links to unregistered URLs are new
@@ -363,3 +371,113 @@ def test_a_re_sent_url_is_queued_once_whatever_order_the_copies_come_in(tmp_path
     crawl.register("http://a.test/3")
     crawl.handle(["http://a.test/3"], candidates=[resent("http://a.test/3")])
     assert crawl.frontier.queued == 2
+
+
+class _World:
+    """One run of the differential re-tier test: url-seen and the frontier over a real
+    registry, url-seen's frontier messages held until the script delivers them."""
+
+    def __init__(self, path: Path, bare: bool) -> None:
+        self.crawl = Crawl(path)
+        self.bare = bare
+        self.filters = url_seen.SeenFilters(capacity=10_000, error_rate=0.001)
+        self.held: list[list[dict[str, Any]]] = []
+        self.answered = 0
+
+    def links(self, batch: list[dict[str, Any]]) -> None:
+        out = SeenOutbox()
+        url_seen.handle(
+            0,
+            {"urls": batch},
+            self.crawl.registry,  # type: ignore[arg-type]
+            {},
+            self.filters,
+            lambda p: [],
+            out,  # type: ignore[arg-type]
+            clock=self.crawl.clock,
+        )
+        if self.bare:  # the requests url-seen sent before slots: the frontier looks them up
+            out.sent = [
+                {**c, "via": "retier"} if str(c.get("via")).startswith("retier:") else c
+                for c in out.sent
+            ]
+        self.held.append(out.sent)
+
+    def deliver(self, index: int) -> None:
+        self.crawl.handle(candidates=self.held.pop(index))
+
+    def answer(self, statuses: list[int]) -> None:
+        requests = self.crawl.out.fetches[self.answered :]
+        self.answered = len(self.crawl.out.fetches)
+        completions = []
+        for request, status in zip(requests, statuses, strict=False):
+            body = b"User-agent: *\nDisallow: /p1\n" if request["kind"] == "robots" else None
+            completions.append(done(request, 200 if body else status, body=body))
+        self.crawl.handle(completions=completions)
+
+    def outcome(self) -> tuple[Any, ...]:
+        frontier = self.crawl.frontier
+        return (
+            dict(frontier.queue),
+            dict(frontier.hosts),
+            list(self.crawl.registry.url_states()),
+            [(r["url"], r["kind"]) for r in self.crawl.out.fetches],
+            [{k: v for k, v in r.items() if k != "at"} for r in self.crawl.out.logs],
+            frontier.queued,
+        )
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_retier_by_its_carried_slot_ends_as_one_looked_up_in_the_registry(
+    tmp_path: Path, seed: int
+) -> None:
+    """Differential: one random crawl run twice, url-seen's re-tier requests carrying the
+    slot it read (the frontier moves the item from there) or bare (the frontier reads the
+    slot from the registry, as before slots). Messages to the frontier are delivered late
+    and out of order, so requests cross moves, dispatches, 503 retries (which put a page
+    back at its tier's head) and each other: a carried slot is then stale and the
+    registry is asked. Both runs must end with the same queue, host states, registry
+    states, fetch requests and crawl log, step by step."""
+    rng = random.Random(seed)
+    hosts = [f"h{i}.test" for i in range(3)]
+    universe = [f"http://{h}/p{j}" for h in hosts for j in range(40)]
+    depth = {url: rng.choice([0, 1, 2, 3, 5, 7]) for url in universe}
+    worlds = [_World(tmp_path / "slot", bare=False), _World(tmp_path / "bare", bare=True)]
+    for _ in range(250):
+        roll = rng.random()
+        if roll < 0.5:
+            source = rng.choice(hosts)
+            picked = [rng.choice(universe) for _ in range(rng.randint(1, 8))]
+            batch = [
+                {"url": u, "depth": depth[u], "priority": 0, "via": f"http://{source}/x"}
+                for u in picked
+            ]
+            for world in worlds:
+                world.links(batch)
+        elif roll < 0.85 and worlds[0].held:
+            index = rng.randrange(len(worlds[0].held)) if rng.random() < 0.4 else 0
+            for world in worlds:
+                world.deliver(index)
+        else:
+            statuses = [rng.choice([200, 200, 200, 503]) for _ in range(10)]
+            for world in worlds:
+                world.answer(statuses)
+        assert worlds[0].outcome() == worlds[1].outcome()
+    while worlds[0].held:
+        for world in worlds:
+            world.deliver(0)
+    assert worlds[0].outcome() == worlds[1].outcome()
+    slotted, bare = (w.crawl.counting.reads for w in worlds)
+    assert 0 < slotted < bare  # some carried slots were stale, most were not
+
+
+def test_a_retier_request_names_its_slot_in_its_via() -> None:
+    old = {"s": "queued", "tier": 3, "q": -1, "depth": 5}  # a head slot below 0 is a slot
+    (candidate,) = [retier_candidate("http://a.test/x", old, {"in": 2})]
+    assert candidate is not None and candidate["via"] == "retier:3:-1"
+    assert retier_slot(candidate["via"]) == (3, -1) and is_retier(candidate["via"])
+    assert is_retier("retier") and retier_slot("retier") is None  # before slots: looked up
+    for via in ("retier:", "retier:3", "retier:x:1", "retier:1:2:3"):
+        assert is_retier(via) and retier_slot(via) is None  # malformed: looked up too
+    for via in (None, "http://retier.test/", "seed", "retierx"):
+        assert not is_retier(via)
