@@ -190,16 +190,30 @@ def _retier(
     A miss (the URL was moved, dispatched or settled since url-seen read it: its
     request crossed another) or a request without a slot asks the registry, in order,
     as every request did before slots: the registry's slot is tried if it is another.
+
+    url-seen handles its messages in batches and asks again in each message that
+    brings the URL a link, until the frontier's move reaches the registry, so one
+    frontier message can hold several requests for a URL: once one of them moved it,
+    the others are skipped (the registry, written after the message, still names the
+    slot the move emptied: their moves would find nothing), and the registry is read
+    once per URL and message.
     """
+    moved: set[str] = set()
+    looked_up: dict[str, dict[str, Any] | None] = {}
     for candidate in candidates:
         url = candidate["url"]
+        if url in moved:
+            continue
         new_tier = tier_for(candidate["priority"], candidate["depth"], candidate["inlinks"])
         carried = retier_slot(candidate["via"])
         slot = None
         if carried is not None:
             slot = frontier.retier(url, carried[0], carried[1], new_tier)
         if slot is None:
-            state = registry.states([url]).get(url)
+            if url in looked_up:
+                state = looked_up[url]
+            else:
+                state = looked_up[url] = registry.states([url]).get(url)
             if not state or state.get("s") != "queued" or "q" not in state:
                 continue  # dispatched or settled since url-seen asked
             known = (int(state["tier"]), int(state["q"]))
@@ -207,6 +221,7 @@ def _retier(
                 continue  # tried already: not there, or would not move up
             slot = frontier.retier(url, known[0], known[1], new_tier)
         if slot is not None:
+            moved.add(url)
             states.queued(
                 url, slot, candidate["depth"], now, candidate["inlinks"], candidate["priority"]
             )

@@ -403,8 +403,13 @@ class _World:
             ]
         self.held.append(out.sent)
 
-    def deliver(self, index: int) -> None:
-        self.crawl.handle(candidates=self.held.pop(index))
+    def deliver(self, index: int, count: int = 1) -> None:
+        """Send held messages to the frontier as one message, as url-seen's outbox
+        does for the messages it handles in one batch."""
+        merged: list[dict[str, Any]] = []
+        for _ in range(min(count, len(self.held) - index)):
+            merged.extend(self.held.pop(index))
+        self.crawl.handle(candidates=merged)
 
     def answer(self, statuses: list[int]) -> None:
         requests = self.crawl.out.fetches[self.answered :]
@@ -435,8 +440,9 @@ def test_a_retier_by_its_carried_slot_ends_as_one_looked_up_in_the_registry(
     slot it read (the frontier moves the item from there) or bare (the frontier reads the
     slot from the registry, as before slots). Messages to the frontier are delivered late
     and out of order, so requests cross moves, dispatches, 503 retries (which put a page
-    back at its tier's head) and each other: a carried slot is then stale and the
-    registry is asked. Both runs must end with the same queue, host states, registry
+    back at its tier's head) and each other, and several url-seen messages go out as one
+    (so one frontier message holds several requests for a URL): a carried slot is then
+    stale and the registry is asked. Both runs must end with the same queue, host states, registry
     states, fetch requests and crawl log, step by step."""
     rng = random.Random(seed)
     hosts = [f"h{i}.test" for i in range(3)]
@@ -456,8 +462,9 @@ def test_a_retier_by_its_carried_slot_ends_as_one_looked_up_in_the_registry(
                 world.links(batch)
         elif roll < 0.85 and worlds[0].held:
             index = rng.randrange(len(worlds[0].held)) if rng.random() < 0.4 else 0
+            count = rng.choice([1, 1, 2, 4])
             for world in worlds:
-                world.deliver(index)
+                world.deliver(index, count)
         else:
             statuses = [rng.choice([200, 200, 200, 503]) for _ in range(10)]
             for world in worlds:
@@ -481,3 +488,33 @@ def test_a_retier_request_names_its_slot_in_its_via() -> None:
         assert is_retier(via) and retier_slot(via) is None  # malformed: looked up too
     for via in (None, "http://retier.test/", "seed", "retierx"):
         assert not is_retier(via)
+
+
+@pytest.mark.parametrize("bare", [False, True])
+def test_requests_for_one_url_in_one_message_move_it_as_one_by_one_would(
+    tmp_path: Path, bare: bool
+) -> None:
+    """url-seen asks in every message that brings a URL a link until the frontier's move
+    reaches the registry, so one frontier message can hold several requests for a URL,
+    carrying the slot each read: a request that would not move it (its tier is reached)
+    does not stop a later one that lifts it further, and after a move the rest are
+    skipped without a registry read (with slots)."""
+    crawl = Crawl(tmp_path / "reg")
+    deep = "http://a.test/deep"
+    crawl.register(deep)
+    crawl.handle(candidates=[{"url": deep, "depth": 5, "priority": 0, "via": None}])
+    assert (crawl.state(deep)["tier"], crawl.state(deep)["q"]) == (3, 0)
+
+    def ask(tier: int, seq: int, inlinks: int) -> dict[str, Any]:
+        via = "retier" if bare else f"retier:{tier}:{seq}"
+        return {"url": deep, "depth": 5, "priority": 0, "via": via, "inlinks": inlinks}
+
+    reads = crawl.counting.reads
+    crawl.handle(candidates=[ask(3, 0, 2), ask(3, 0, 3)])  # 2 and 3 links: both to tier 2
+    assert (crawl.state(deep)["tier"], crawl.state(deep)["q"]) == (2, 0)
+    assert crawl.counting.reads == reads + (1 if bare else 0)
+    # one read before the move (tier 2 now), one after: tier 2 is reached, tier 1 is not
+    crawl.handle(candidates=[ask(3, 0, 3), ask(2, 0, 4)])
+    assert (crawl.state(deep)["tier"], crawl.state(deep)["q"]) == (1, 0)
+    assert crawl.frontier.queued == 3  # the item and the two holes it left
+    assert [item["url"] for item in crawl.frontier.queue.values()] == [deep]
