@@ -100,6 +100,9 @@ def _authority_by_urlsplit(url: str) -> str:
 #: Host states the frontier keeps in memory besides writing them (:meth:`Frontier._get`).
 HOST_CACHE_SIZE = 1 << 14
 
+#: Queue keys a re-tier emptied that this frontier remembers (see `Frontier._holes`).
+HOLES_SIZE = 1 << 16
+
 #: Front tiers (0 = most important) and the weighted-round-robin share of each.
 TIERS = 4
 TIER_WEIGHTS = (8, 4, 2, 1)
@@ -222,6 +225,13 @@ class Frontier:
         self._dirty: dict[str, HostState] = {}
         #: Host states as last written or read (see `_get`), at most HOST_CACHE_SIZE.
         self._cache: dict[str, HostState] = {}
+        #: Queue keys this frontier emptied by a re-tier move and whose tier's head has
+        #: not reached them yet (at most HOLES_SIZE; forgotten with any partition): when
+        #: the head gets there, the key is skipped without a table read (a miss costs a
+        #: RocksDB get, and a crawl leaves ~2 holes a page). No write can fill a hole:
+        #: enqueues and moves write at a tier's tail, past it, and a 429/503 puts its page
+        #: back where that page was popped, which held the page, not a hole.
+        self._holes: set[str] = set()
         #: Busy hosts are few (at most the fetches in flight), so their leases live in memory.
         self._busy: dict[str, HostState] = {}
         #: The dispatch (its ``dispatched_at``) whose request the fetch stage has started,
@@ -379,6 +389,7 @@ class Frontier:
             del self._dirty[authority]
         self._rules.clear()  # rebuilt from host states on demand; another owner may refresh
         self._cache.clear()  # the next owner may write them; re-read from the table
+        self._holes.clear()  # the next owner makes and fills its own
 
     def is_current(self, host: str, dispatched_at: float) -> bool:
         """Is this the fetch the frontier is waiting for? A fetch request read again
@@ -500,6 +511,10 @@ class Frontier:
         state["tails"][new_tier] = tail + 1
         self._put(authority, state)
         self._count(authority, 1)  # the hole, until the head passes it
+        holes = self._holes
+        if len(holes) >= HOLES_SIZE:
+            holes.clear()  # those are read when the head gets there, as before
+        holes.add(old_key)
         return new_tier, tail
 
     def complete(
@@ -737,7 +752,15 @@ class Frontier:
         seq = int(heads[best])
         heads[best] = seq + 1
         self._count(authority, -1)
-        return self.queue.pop(queue_key(authority, best, seq), None)
+        return self._take(queue_key(authority, best, seq))
+
+    def _take(self, key: str) -> QueueItem | None:
+        """Pop a queue item; a hole this frontier made is skipped without a read."""
+        holes = self._holes
+        if key in holes:
+            holes.discard(key)
+            return None
+        return self.queue.pop(key, None)
 
     def _busy_hosts(self, partition: int) -> Iterable[tuple[str, HostState]]:
         for authority, state in self._busy.items():
@@ -831,7 +854,7 @@ class Frontier:
         for tier in range(TIERS):
             head, tail = int(state["heads"][tier]), int(state["tails"][tier])
             for seq in range(head, tail):
-                item = self.queue.pop(queue_key(host, tier, seq), None)
+                item = self._take(queue_key(host, tier, seq))
                 if item:
                     decisions.append(
                         Decision(item["url"], host, outcome, reason, int(item["depth"]))

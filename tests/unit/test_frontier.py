@@ -1038,3 +1038,84 @@ def test_pending_sums_every_tier_and_refuses_a_ragged_state() -> None:
     assert pending({"heads": [0, 5, 3, 1.0], "tails": [0, 9, 3, 4]}) == 7  # type: ignore[typeddict-item]
     with pytest.raises(ValueError):
         pending({"heads": [0, 0, 0], "tails": [1, 1, 1, 1]})  # type: ignore[typeddict-item]
+
+
+class _CountingQueue(dict):  # type: ignore[type-arg]
+    """A queue table that counts its reads (pop is how the frontier reads an item out)."""
+
+    pops = 0
+
+    def pop(self, key, *default):  # type: ignore[no-untyped-def,override]
+        self.pops += 1
+        return super().pop(key, *default)
+
+
+class _NoHoles(Frontier):
+    """The frontier as it was before it remembered the holes its moves leave."""
+
+    def _take(self, key: str) -> dict | None:  # type: ignore[override]
+        self._holes.clear()
+        return self.queue.pop(key, None)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_holes_left_by_moves_are_skipped_unread_and_change_nothing(seed: int) -> None:
+    """Differential: random enqueues, re-tier moves (of queued URLs, of gone ones, and
+    of pages a 503 put back), dispatches, completions, parked hosts and a partition
+    forgotten and adopted again, on a frontier that skips the holes its moves left
+    without reading them and on one that reads them (as before): the same fetches,
+    decisions, queue and host states at every step, with fewer queue reads."""
+    import random
+
+    rng = random.Random(seed)
+    clock_a, clock_b = Clock(), Clock()
+    queue_a, queue_b = _CountingQueue(), _CountingQueue()
+    hosts_a: dict = {}
+    hosts_b: dict = {}
+    a = Frontier(hosts_a, queue_a, Politeness(), lambda _: 0, clock_a)
+    b = _NoHoles(hosts_b, queue_b, Politeness(), lambda _: 0, clock_b)
+    urls = [f"http://h{i % 3}.test/p{i}" for i in range(120)]
+    slots: dict[str, tuple[int, int]] = {}  # what the registry would say: last slot
+    inlinks: dict[str, int] = {}
+    in_flight: list[Dispatch] = []
+    for _ in range(600):
+        roll = rng.random()
+        if roll < 0.3:
+            url = rng.choice(urls)
+            depth = rng.choice([0, 2, 5, 8])
+            results = [f.enqueue(url, depth) for f in (a, b)]
+            assert results[0] == results[1]
+            if results[0] is None:
+                assert a.last_slot == b.last_slot
+                slots[url], inlinks[url] = a.last_slot, 1
+        elif roll < 0.6 and slots:
+            url = rng.choice(sorted(slots))
+            inlinks[url] *= 2
+            tier, seq = slots[url]
+            new_tier = max(0, tier - 1)
+            moved = [f.retier(url, tier, seq, new_tier) for f in (a, b)]
+            assert moved[0] == moved[1]
+            if moved[0] is not None:
+                slots[url] = moved[0]
+        elif roll < 0.8:
+            due = [f.due(0) for f in (a, b)]
+            assert due[0] == due[1]
+            in_flight.extend(due[0][0])
+        elif roll < 0.97 and in_flight:
+            d = in_flight.pop(rng.randrange(len(in_flight)))
+            status = 404 if d.kind == "robots" else rng.choice([200, 200, 503, 0])
+            done = [
+                f.complete(d.host, d.kind, status, "x", 1.0, c.now)
+                for f, c in ((a, clock_a), (b, clock_b))
+            ]
+            assert done == [done[0], done[0]]
+        else:
+            for f, hosts in ((a, hosts_a), (b, hosts_b)):
+                f.forget(0)
+                f.adopt(0, list(hosts.items()))
+            in_flight.clear()  # their completions are stale now (re-dispatched)
+        for clock in (clock_a, clock_b):
+            clock.advance(0.5)
+        assert dict(queue_a) == dict(queue_b) and hosts_a == hosts_b
+        assert a.queued == b.queued and a.in_flight == b.in_flight
+    assert queue_a.pops < queue_b.pops  # holes were skipped without a read
