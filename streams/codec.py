@@ -62,6 +62,7 @@ SCHEMA_FILES = (
     "frontier_event_v1",
     "frontier_event",
     "fetch_batch",
+    "page_batch_v1",
     "page_batch",
     "parsed_batch_v2",
     "parsed_batch",
@@ -96,12 +97,16 @@ URL_LAYOUT_V2 = b"\x01\x03"
 #: The same for frontier_event (its candidates and completions packed); its older
 #: layout starts with the count of its candidates' `url` array.
 FRONTIER_LAYOUT = b"\x01\x06"
+#: The same for page_batch (a page's numbers and strings packed); its older layout
+#: starts with its page count.
+PAGE_LAYOUT = b"\x01\x07"
 #: Schemas with older layouts still read: (the current layout's marker, the schema of
 #: each older marked layout by its marker, the schema of the unmarked oldest layout).
 _OLDER_LAYOUT: dict[str, tuple[bytes, dict[bytes, str], str]] = {
     "parsed_batch": (PARSED_LAYOUT, {PARSED_LAYOUT_V2: "parsed_batch_v2"}, "parsed_batch_v1"),
     "url_batch": (URL_LAYOUT, {URL_LAYOUT_V2: "url_batch_v2"}, "url_batch_v1"),
     "frontier_event": (FRONTIER_LAYOUT, {}, "frontier_event_v1"),
+    "page_batch": (PAGE_LAYOUT, {}, "page_batch_v1"),
 }
 
 
@@ -641,14 +646,85 @@ def _from_wire_frontier_event(record: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _to_wire_page_batch(record: dict[str, Any]) -> dict[str, Any]:
+def _to_wire_page_batch_v1(record: dict[str, Any]) -> dict[str, Any]:
+    """The older layout, for tests that play an older Seine's messages."""
     return {"pages": [_page_wire(p) for p in record["pages"]]}
 
 
-def _from_wire_page_batch(record: dict[str, Any]) -> dict[str, Any]:
+def _from_wire_page_batch_v1(record: dict[str, Any]) -> dict[str, Any]:
     for page in record["pages"]:
         _page_from_wire(page)
     return record
+
+
+#: A fetched page's numbers and flags, then the lengths of its strings in `text`.
+_FETCHED_NUMBERS = struct.Struct("<iiBdd3i")
+
+
+def _page_packed(page: dict[str, Any]) -> dict[str, Any]:
+    """A fetched page (stage dict) -> PackedPage: 5 Avro fields instead of 11."""
+    url, ip = page["url"], page.get("ip")
+    header_lines, header_names, header_values = _headers_wire(page.get("headers"))
+    return {
+        "numbers": _FETCHED_NUMBERS.pack(
+            page["status"],
+            page.get("depth", 0),
+            _TRUNCATED if page.get("truncated") else 0,
+            page["fetched_at"],
+            page["elapsed_ms"],
+            len(url),
+            -1 if ip is None else len(ip),
+            len(header_lines),
+        ),
+        "text": url + (ip or "") + header_lines,
+        "header_names": header_names,
+        "header_values": header_values,
+        "body": page["body"],
+    }
+
+
+def _page_unpacked(wire: dict[str, Any]) -> dict[str, Any]:
+    try:
+        status, depth, flags, fetched_at, elapsed_ms, n_url, n_ip, n_headers = (
+            _FETCHED_NUMBERS.unpack(wire["numbers"])
+        )
+    except struct.error as exc:
+        raise DecodeError(f"PackedPage: numbers are not {_FETCHED_NUMBERS.size} bytes") from exc
+    text = wire["text"]
+    if (
+        flags & ~_TRUNCATED
+        or min(n_url, n_headers) < 0
+        or n_ip < -1
+        or n_url + max(n_ip, 0) + n_headers != len(text)
+    ):
+        raise DecodeError(
+            f"PackedPage: flags {flags:#x} or lengths {(n_url, n_ip, n_headers)} "
+            f"do not fit a text of {len(text)}"
+        )
+    ip = None if n_ip < 0 else text[n_url : n_url + n_ip]
+    return {
+        "url": text[:n_url],
+        "status": status,
+        "headers": _headers_from_wire(
+            text[n_url + max(n_ip, 0) :], wire["header_names"], wire["header_values"], "PackedPage"
+        ),
+        "body": wire["body"],
+        "fetched_at": fetched_at,
+        "elapsed_ms": elapsed_ms,
+        "ip": ip,
+        "depth": depth,
+        "truncated": bool(flags & _TRUNCATED),
+    }
+
+
+def _to_wire_page_batch(record: dict[str, Any]) -> dict[str, Any]:
+    return {"layout": PAGE_LAYOUT, "pages": [_page_packed(p) for p in record["pages"]]}
+
+
+def _from_wire_page_batch(record: dict[str, Any]) -> dict[str, Any]:
+    if record["layout"] != PAGE_LAYOUT:
+        raise DecodeError("page_batch: unknown layout marker")
+    return {"pages": [_page_unpacked(p) for p in record["pages"]]}
 
 
 def _to_wire_parsed_batch(record: dict[str, Any]) -> dict[str, Any]:
@@ -703,6 +779,7 @@ _TO_WIRE: dict[str, Convert] = {
     "frontier_event": _to_wire_frontier_event,
     "frontier_event_v1": _to_wire_frontier_event_v1,
     "page_batch": _to_wire_page_batch,
+    "page_batch_v1": _to_wire_page_batch_v1,
     "parsed_batch": _to_wire_parsed_batch,
     "parsed_batch_v2": _to_wire_parsed_batch_v2,
     "parsed_batch_v1": _to_wire_parsed_batch_v1,
@@ -715,6 +792,7 @@ _FROM_WIRE: dict[str, Convert] = {
     "frontier_event": _from_wire_frontier_event,
     "frontier_event_v1": lambda r: {**r, "new_urls": _url_rows(r["new_urls"])},
     "page_batch": _from_wire_page_batch,
+    "page_batch_v1": _from_wire_page_batch_v1,
     "parsed_batch": _from_wire_parsed_batch,
     "parsed_batch_v2": _from_wire_parsed_batch_v2,
     "parsed_batch_v1": _from_wire_parsed_batch_v1,

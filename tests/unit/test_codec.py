@@ -213,6 +213,8 @@ EXAMPLES["url_batch_v1"] = EXAMPLES["url_batch"]
 EXAMPLES["url_batch_v2"] = EXAMPLES["url_batch"]
 #: The older frontier_event layout carries the same events.
 EXAMPLES["frontier_event_v1"] = EXAMPLES["frontier_event"]
+#: The older page_batch layout carries the same pages.
+EXAMPLES["page_batch_v1"] = EXAMPLES["page_batch"]
 #: The older parsed_batch layout with the hand-off carries the same pages.
 EXAMPLES["parsed_batch_v2"] = EXAMPLES["parsed_batch"]
 #: The older layout carried every body inline: the inline pages of the current examples.
@@ -624,32 +626,37 @@ def test_every_url_batch_layout_decodes_to_the_same_candidates() -> None:
 
 def test_headers_travel_as_lines_or_as_two_arrays() -> None:
     page = {**PAGE, "headers": [{"name": "A", "value": "1"}, {"name": "A", "value": ""}]}
-    wire = codec.wire_form("page_batch", {"pages": [page]})["pages"][0]
+    wire = codec.wire_form("page_batch_v1", {"pages": [page]})["pages"][0]
     assert (wire["header_lines"], wire["header_names"], wire["header_values"]) == (
         "A\n1\nA\n\n",
         [],
         [],
     )
+    packed = codec.wire_form("page_batch", {"pages": [page]})["pages"][0]
+    assert packed["text"] == PAGE["url"] + PAGE["ip"] + "A\n1\nA\n\n"
+    assert (packed["header_names"], packed["header_values"]) == ([], [])
     # The stage's own dict is not changed by encoding it.
     assert "header_lines" not in page
     # A line feed in a value: the headers travel as two arrays instead.
     odd = {**PAGE, "headers": [{"name": "B", "value": "x\ny"}, {"name": "C", "value": "z"}]}
-    wire_odd = codec.wire_form("page_batch", {"pages": [odd]})["pages"][0]
+    wire_odd = codec.wire_form("page_batch_v1", {"pages": [odd]})["pages"][0]
     assert (wire_odd["header_lines"], wire_odd["header_names"], wire_odd["header_values"]) == (
         "",
         ["B", "C"],
         ["x\ny", "z"],
     )
+    packed_odd = codec.wire_form("page_batch", {"pages": [odd]})["pages"][0]
+    assert packed_odd["text"] == PAGE["url"] + PAGE["ip"]
+    assert (packed_odd["header_names"], packed_odd["header_values"]) == (["B", "C"], ["x\ny", "z"])
     for p in (page, odd, {**PAGE, "headers": []}):
-        assert codec.decode("page_batch", codec.encode("page_batch", {"pages": [p]})) == {
-            "pages": [p]
-        }
+        for name in ("page_batch", "page_batch_v1"):
+            assert codec.decode("page_batch", codec.encode(name, {"pages": [p]})) == {"pages": [p]}
         parsed = {**EXAMPLES["parsed_batch"][0]["pages"][0], "page": p}
         assert codec.decode("parsed_batch", codec.encode("parsed_batch", {"pages": [parsed]})) == {
             "pages": [parsed]
         }
     plain = {**wire, "header_lines": "", "header_names": ["A"], "header_values": ["1"]}
-    assert codec.decode("page_batch", _raw("page_batch", {"pages": [plain]}))["pages"][0][
+    assert codec.decode("page_batch", _raw("page_batch_v1", {"pages": [plain]}))["pages"][0][
         "headers"
     ] == [{"name": "A", "value": "1"}]
     for bad in (
@@ -659,7 +666,9 @@ def test_headers_travel_as_lines_or_as_two_arrays() -> None:
         {**wire, "header_names": ["A"], "header_values": ["1"]},
     ):
         with pytest.raises(DecodeError, match="header"):
-            codec.decode("page_batch", _raw("page_batch", {"pages": [bad]}))
+            codec.decode("page_batch", _raw("page_batch_v1", {"pages": [bad]}))
+        with pytest.raises(DecodeError, match="header"):
+            codec.decode("page_batch", _raw("page_batch", _packed_pages(bad)))
         parsed_bad = {
             **codec.wire_form("parsed_batch_v2", EXAMPLES["parsed_batch"][0])["pages"][0],
             "page": bad,
@@ -1033,3 +1042,89 @@ def test_every_frontier_event_layout_decodes_to_the_same_event() -> None:
     assert got["completions"] == [
         {**sparse, "retry_after": None, "body": None, "dispatched_at": 0.0, "reason": ""}
     ]
+
+
+# --- page_batch's current layout: a page's numbers and strings packed ------------------
+
+
+def _packed_pages(v1_page: dict[str, Any]) -> dict[str, Any]:
+    """The current layout's wire record of a page given in the older layout's wire form
+    (so that its header fields may be malformed)."""
+    url, ip, lines = v1_page["url"], v1_page["ip"], v1_page["header_lines"]
+    numbers = struct.pack(
+        "<iiBdd3i",
+        v1_page["status"],
+        v1_page["depth"],
+        1 if v1_page["truncated"] else 0,
+        v1_page["fetched_at"],
+        v1_page["elapsed_ms"],
+        len(url),
+        -1 if ip is None else len(ip),
+        len(lines),
+    )
+    page = {
+        "numbers": numbers,
+        "text": url + (ip or "") + lines,
+        "header_names": v1_page["header_names"],
+        "header_values": v1_page["header_values"],
+        "body": v1_page["body"],
+    }
+    return {"layout": codec.PAGE_LAYOUT, "pages": [page]}
+
+
+def test_inconsistent_packed_pages_are_a_decode_error() -> None:
+    wire = codec.wire_form("page_batch", {"pages": [PAGE]})
+    assert wire["layout"] == codec.PAGE_LAYOUT
+    old = codec.encode("page_batch_v1", {"pages": [PAGE]})
+    assert not old.startswith(codec.PAGE_LAYOUT)
+    assert codec.decode("page_batch", old) == {"pages": [PAGE]}
+    fields = list(struct.unpack("<iiBdd3i", wire["pages"][0]["numbers"]))
+    assert fields == [200, 2, 1, 1_700_000_000.25, 12.5, 25, 13, 38]
+
+    def with_numbers(*changes: tuple[int, Any]) -> bytes:
+        changed = list(fields)
+        for index, value in changes:
+            changed[index] = value
+        page = {**wire["pages"][0], "numbers": struct.pack("<iiBdd3i", *changed)}
+        return _raw("page_batch", {**wire, "pages": [page]})
+
+    for bad in (
+        with_numbers((2, 2)),  # an unknown flag
+        with_numbers((5, 26)),  # past the text
+        with_numbers((7, 37)),  # text left over
+        with_numbers((5, -1), (6, 39)),  # a null url
+        with_numbers((6, -2), (7, 53)),
+    ):
+        with pytest.raises(DecodeError, match="PackedPage"):
+            codec.decode("page_batch", bad)
+    short = {**wire["pages"][0], "numbers": wire["pages"][0]["numbers"][:-1]}
+    with pytest.raises(DecodeError, match="PackedPage: numbers"):
+        codec.decode("page_batch", _raw("page_batch", {**wire, "pages": [short]}))
+
+
+def test_every_page_batch_layout_decodes_to_the_same_pages() -> None:
+    """Differential: random fetched pages through the current layout and the older one."""
+    rng = random.Random(17)
+    words = ["", "a", "ü€", "\n", "x" * 70, "/p?q=1", "\r"]
+
+    def text(k: int = 4) -> str:
+        return "".join(rng.choices(words, k=rng.randrange(0, k)))
+
+    for _ in range(300):
+        pages = [
+            {
+                "url": text(),
+                "status": rng.choice([200, 404, 0, -1, 2**31 - 1]),
+                "headers": [{"name": text(2), "value": text()} for _ in range(rng.randrange(4))],
+                "body": rng.choice([b"", b"<html>\x00\xff</html>" * rng.randrange(1, 4)]),
+                "fetched_at": rng.choice([0.0, 1_795_385_229.875, -1.5, 1e300]),
+                "elapsed_ms": rng.random() * 1000,
+                "ip": rng.choice([None, "", "127.0.0.1", text()]),
+                "depth": rng.choice([0, 3, 2**31 - 1]),
+                "truncated": rng.random() < 0.3,
+            }
+            for _ in range(rng.randrange(0, 6))
+        ]
+        for name in ("page_batch", "page_batch_v1"):
+            data = codec.encode(name, {"pages": pages})
+            assert codec.decode("page_batch", data) == {"pages": pages}, name
