@@ -57,7 +57,16 @@ from faust.stores import rocksdb as faust_rocksdb
 from faust.streams import current_event
 from faust.types import TP, EventT
 
-from streams.core.registry import InlinkChange, UrlRegistry, ValueCache, key_of, url_of
+from streams.core.registry import (
+    VALUE_CACHE_MIN,
+    VALUE_CACHE_SIZE,
+    VALUE_CACHE_TOTAL,
+    InlinkChange,
+    UrlRegistry,
+    ValueCache,
+    key_of,
+    url_of,
+)
 from streams.core.sites import url_id
 from streams.tables import ProducedTable
 
@@ -172,10 +181,12 @@ class RegistryStore(faust_rocksdb.Store):
         """The registry over this partition's database (opened on first use), with
         the partition's value cache."""
         db = self._db_for_partition(partition)  # first: opening it drops the cache
-        cache = self._value_caches.get(partition)
+        caches = self._value_caches
+        cache = caches.get(partition)
         if cache is None:
-            cache = self._value_caches[partition] = {}
-        return UrlRegistry.over(db, cache)
+            cache = caches[partition] = {}
+        size = max(VALUE_CACHE_MIN, min(VALUE_CACHE_SIZE, VALUE_CACHE_TOTAL // len(caches)))
+        return UrlRegistry.over(db, cache, size)
 
     def _open_for_partition(self, partition: int) -> Any:
         self._value_caches.pop(partition, None)

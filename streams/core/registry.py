@@ -73,8 +73,14 @@ _FAUST_OFFSET_KEY = b"__faust\x00offset__"
 #: URLs whose keys :func:`key_of` remembers (~300 bytes each: ~10 MB at most).
 KEY_CACHE_SIZE = 1 << 15
 #: Records a registry's value cache holds before it starts afresh (~450 bytes each
-#: with the dict's own: ~15 MB per partition database at most); see :class:`ValueCache`.
+#: with the dict's own: ~15 MB at most); see :meth:`UrlRegistry.over`. url-seen's
+#: store shares it out among the partitions a worker holds (:data:`VALUE_CACHE_TOTAL`).
 VALUE_CACHE_SIZE = 1 << 15
+#: Records all of one worker's value caches hold together (~30 MB): a worker that
+#: holds many partitions gives each a smaller cache, not 15 MB apiece.
+VALUE_CACHE_TOTAL = 1 << 16
+#: The least a partition's cache holds however many partitions share the total.
+VALUE_CACHE_MIN = 1 << 11
 
 #: A registry's value cache: registry key -> stored value (see :meth:`UrlRegistry.over`).
 ValueCache = dict[bytes, bytes]
@@ -195,9 +201,12 @@ class UrlRegistry:
         self._db = Rdict(str(self.path), options)
         self._closed = False
         self._cache: ValueCache | None = None
+        self._cache_size = VALUE_CACHE_SIZE
 
     @classmethod
-    def over(cls, db: Rdict, cache: ValueCache | None = None) -> UrlRegistry:
+    def over(
+        cls, db: Rdict, cache: ValueCache | None = None, cache_size: int | None = None
+    ) -> UrlRegistry:
         """A registry over a database someone else opened (in raw mode) and closes.
 
         Faust's rocksdb store opens one database per table partition and owns its
@@ -212,14 +221,16 @@ class UrlRegistry:
         (a skiplist walk in a memtable of every version written), a dict lookup
         ~0.1; url-seen reads every linked URL's record and the frontier every
         record it gives a state to, mostly the same few thousand records of a
-        partition again and again. It holds at most :data:`VALUE_CACHE_SIZE`
-        records (it is emptied when full: the next reads fill it again).
+        partition again and again. It holds at most `cache_size` records (default
+        :data:`VALUE_CACHE_SIZE`; it is emptied when full: the next reads fill it
+        again).
         """
         registry = cls.__new__(cls)
         registry.path = Path(".")
         registry._db = db
         registry._closed = True  # not ours to close
         registry._cache = cache
+        registry._cache_size = VALUE_CACHE_SIZE if cache_size is None else cache_size
         return registry
 
     def _get_many(self, keys: list[bytes]) -> list[bytes | None]:
@@ -261,7 +272,7 @@ class UrlRegistry:
 
     def _trim(self) -> None:
         cache = self._cache
-        if cache is not None and len(cache) > VALUE_CACHE_SIZE:
+        if cache is not None and len(cache) > self._cache_size:
             cache.clear()
 
     def __enter__(self) -> UrlRegistry:

@@ -211,7 +211,7 @@ def _db_items(reg: UrlRegistry) -> list[tuple[bytes, bytes]]:
 
 @pytest.mark.parametrize("cache_size", [4, 1 << 15])
 def test_a_value_cache_changes_no_answer_and_is_never_stale(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cache_size: int
+    tmp_path: Path, cache_size: int
 ) -> None:
     """Differential: one random stream of registrations, in-link counts and states
     against a registry without a cache and one with (a tiny cache too, emptied again
@@ -219,12 +219,11 @@ def test_a_value_cache_changes_no_answer_and_is_never_stale(
     is the one on disk."""
     import random
 
-    monkeypatch.setattr(registry_module, "VALUE_CACHE_SIZE", cache_size)
     options = Options(raw_mode=True)
     options.create_if_missing(True)
     plain_db, cached_db = Rdict(str(tmp_path / "p"), options), Rdict(str(tmp_path / "c"), options)
     cache: dict[bytes, bytes] = {}
-    plain, cached = UrlRegistry.over(plain_db), UrlRegistry.over(cached_db, cache)
+    plain, cached = UrlRegistry.over(plain_db), UrlRegistry.over(cached_db, cache, cache_size)
     rng = random.Random(11)
     pool = [f"http://h{i % 5}.test/p{i}" for i in range(60)]
     states: list[dict[str, Any]] = [

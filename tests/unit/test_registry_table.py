@@ -302,6 +302,19 @@ def test_a_partitions_value_cache_lives_with_its_database(table: RegistryTable) 
     assert reopened._cache is not cached and reopened._cache == {}
 
 
+def test_the_value_caches_share_one_budget_per_worker(table: RegistryTable) -> None:
+    """A worker holding many partitions gives each a smaller cache: the caches of
+    one store hold VALUE_CACHE_TOTAL records together, not VALUE_CACHE_SIZE each."""
+    from streams.core import registry as registry_module
+
+    assert table.store.registry(0)._cache_size == registry_module.VALUE_CACHE_SIZE
+    sizes = [table.store.registry(p)._cache_size for p in range(1, 4)]  # all 4 partitions
+    assert sizes[-1] * 4 <= registry_module.VALUE_CACHE_TOTAL
+    assert sizes[-1] < registry_module.VALUE_CACHE_SIZE
+    assert sizes == sorted(sizes, reverse=True)  # shrinks as partitions are added
+    assert table.store.registry(0)._cache_size == sizes[-1]  # re-read: the shared size
+
+
 def test_crawl_states_one_batch_one_record_and_recovered_in_order(tmp_path: Path) -> None:
     """The frontier's writes: one WriteBatch and one changelog record per message, under
     their own random keys (a URL-keyed record would replace url-seen's under compaction);
