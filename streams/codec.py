@@ -61,6 +61,7 @@ SCHEMA_FILES = (
     "url_batch",
     "frontier_event_v1",
     "frontier_event",
+    "fetch_batch_v1",
     "fetch_batch",
     "page_batch_v1",
     "page_batch",
@@ -100,6 +101,9 @@ FRONTIER_LAYOUT = b"\x01\x06"
 #: The same for page_batch (a page's numbers and strings packed); its older layout
 #: starts with its page count.
 PAGE_LAYOUT = b"\x01\x07"
+#: The same for fetch_batch (its requests as columns); its older layout starts with
+#: its request count.
+FETCH_LAYOUT = b"\x01\x08"
 #: Schemas with older layouts still read: (the current layout's marker, the schema of
 #: each older marked layout by its marker, the schema of the unmarked oldest layout).
 _OLDER_LAYOUT: dict[str, tuple[bytes, dict[bytes, str], str]] = {
@@ -107,6 +111,7 @@ _OLDER_LAYOUT: dict[str, tuple[bytes, dict[bytes, str], str]] = {
     "url_batch": (URL_LAYOUT, {URL_LAYOUT_V2: "url_batch_v2"}, "url_batch_v1"),
     "frontier_event": (FRONTIER_LAYOUT, {}, "frontier_event_v1"),
     "page_batch": (PAGE_LAYOUT, {}, "page_batch_v1"),
+    "fetch_batch": (FETCH_LAYOUT, {}, "fetch_batch_v1"),
 }
 
 
@@ -717,6 +722,63 @@ def _page_unpacked(wire: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+#: A fetch request's numbers, then the lengths of its strings in `text`.
+_REQUEST = struct.Struct("<idq3i")
+
+
+def _to_wire_fetch_batch(record: dict[str, Any]) -> dict[str, Any]:
+    """FetchRequest dicts -> PackedRequests: 2 Avro fields a batch instead of 6 a request."""
+    numbers = bytearray()
+    strings: list[str] = []
+    pack = _REQUEST.pack
+    for r in record["requests"]:
+        url, host, kind = r["url"], r["host"], r["kind"]
+        numbers += pack(
+            r.get("depth", 0),
+            r["dispatched_at"],
+            r.get("url_id", 0),
+            len(url),
+            len(host),
+            len(kind),
+        )
+        strings += (url, host, kind)
+    return {
+        "layout": FETCH_LAYOUT,
+        "requests": {"numbers": bytes(numbers), "text": "".join(strings)},
+    }
+
+
+def _from_wire_fetch_batch(record: dict[str, Any]) -> dict[str, Any]:
+    if record["layout"] != FETCH_LAYOUT:
+        raise DecodeError("fetch_batch: unknown layout marker")
+    numbers, text = record["requests"]["numbers"], record["requests"]["text"]
+    if len(numbers) % _REQUEST.size:
+        raise DecodeError(
+            f"PackedRequests: {len(numbers)} bytes of numbers, not a multiple of {_REQUEST.size}"
+        )
+    requests: list[dict[str, Any]] = []
+    end = 0
+    for depth, dispatched_at, url_id, n_url, n_host, n_kind in _REQUEST.iter_unpack(numbers):
+        if min(n_url, n_host, n_kind) < 0:
+            raise DecodeError(f"PackedRequests: a negative length {(n_url, n_host, n_kind)}")
+        host_at = end + n_url
+        kind_at = host_at + n_host
+        end = kind_at + n_kind
+        requests.append(
+            {
+                "url": text[host_at - n_url : host_at],
+                "host": text[host_at:kind_at],
+                "kind": text[kind_at:end],
+                "depth": depth,
+                "dispatched_at": dispatched_at,
+                "url_id": url_id,
+            }
+        )
+    if end != len(text):
+        raise DecodeError(f"PackedRequests: lengths cut {end} of {len(text)} characters")
+    return {"requests": requests}
+
+
 def _to_wire_page_batch(record: dict[str, Any]) -> dict[str, Any]:
     return {"layout": PAGE_LAYOUT, "pages": [_page_packed(p) for p in record["pages"]]}
 
@@ -779,6 +841,7 @@ _TO_WIRE: dict[str, Convert] = {
     "frontier_event": _to_wire_frontier_event,
     "frontier_event_v1": _to_wire_frontier_event_v1,
     "page_batch": _to_wire_page_batch,
+    "fetch_batch": _to_wire_fetch_batch,
     "page_batch_v1": _to_wire_page_batch_v1,
     "parsed_batch": _to_wire_parsed_batch,
     "parsed_batch_v2": _to_wire_parsed_batch_v2,
@@ -792,6 +855,7 @@ _FROM_WIRE: dict[str, Convert] = {
     "frontier_event": _from_wire_frontier_event,
     "frontier_event_v1": lambda r: {**r, "new_urls": _url_rows(r["new_urls"])},
     "page_batch": _from_wire_page_batch,
+    "fetch_batch": _from_wire_fetch_batch,
     "page_batch_v1": _from_wire_page_batch_v1,
     "parsed_batch": _from_wire_parsed_batch,
     "parsed_batch_v2": _from_wire_parsed_batch_v2,

@@ -215,6 +215,8 @@ EXAMPLES["url_batch_v2"] = EXAMPLES["url_batch"]
 EXAMPLES["frontier_event_v1"] = EXAMPLES["frontier_event"]
 #: The older page_batch layout carries the same pages.
 EXAMPLES["page_batch_v1"] = EXAMPLES["page_batch"]
+#: The older fetch_batch layout carries the same requests.
+EXAMPLES["fetch_batch_v1"] = EXAMPLES["fetch_batch"]
 #: The older parsed_batch layout with the hand-off carries the same pages.
 EXAMPLES["parsed_batch_v2"] = EXAMPLES["parsed_batch"]
 #: The older layout carried every body inline: the inline pages of the current examples.
@@ -1128,3 +1130,86 @@ def test_every_page_batch_layout_decodes_to_the_same_pages() -> None:
         for name in ("page_batch", "page_batch_v1"):
             data = codec.encode(name, {"pages": pages})
             assert codec.decode("page_batch", data) == {"pages": pages}, name
+
+
+# --- fetch_batch's current layout: the requests as columns ------------------------------
+
+
+def test_fetch_requests_travel_as_columns() -> None:
+    requests = [
+        {
+            "url": "https://a.example/x",
+            "host": "a.example",
+            "kind": "page",
+            "depth": 3,
+            "dispatched_at": 1.5,
+            "url_id": -(2**63),
+        },
+        {
+            "url": "https://a.example/robots.txt",
+            "host": "a.example",
+            "kind": "robots",
+            "depth": 0,
+            "dispatched_at": 2.0,
+            "url_id": 0,
+        },
+    ]
+    wire = codec.wire_form("fetch_batch", {"requests": requests})
+    assert wire["layout"] == codec.FETCH_LAYOUT
+    assert list(struct.iter_unpack("<idq3i", wire["requests"]["numbers"])) == [
+        (3, 1.5, -(2**63), 19, 9, 4),
+        (0, 2.0, 0, 28, 9, 6),
+    ]
+    assert wire["requests"]["text"] == (
+        "https://a.example/xa.examplepagehttps://a.example/robots.txta.examplerobots"
+    )
+    old = codec.encode("fetch_batch_v1", {"requests": requests})
+    assert not old.startswith(codec.FETCH_LAYOUT)
+    assert codec.decode("fetch_batch", old) == {"requests": requests}
+    # defaults: depth 0, url_id 0
+    sparse = {"url": "u", "host": "h", "kind": "page", "dispatched_at": 0.0}
+    assert codec.decode("fetch_batch", codec.encode("fetch_batch", {"requests": [sparse]})) == {
+        "requests": [{**sparse, "depth": 0, "url_id": 0}]
+    }
+    rows = list(struct.iter_unpack("<idq3i", wire["requests"]["numbers"]))
+
+    def numbers(row: int, field: int, value: Any) -> bytes:
+        changed = [list(r) for r in rows]
+        changed[row][field] = value
+        return b"".join(struct.pack("<idq3i", *r) for r in changed)
+
+    for bad in (
+        {"numbers": wire["requests"]["numbers"][:-1]},
+        {"numbers": numbers(0, 3, 20)},  # past the text
+        {"numbers": numbers(1, 5, 5)},  # text left over
+        {"numbers": numbers(0, 4, -1)},
+        {"text": wire["requests"]["text"][:-1]},
+    ):
+        data = _raw("fetch_batch", {**wire, "requests": {**wire["requests"], **bad}})
+        with pytest.raises(DecodeError, match="PackedRequests"):
+            codec.decode("fetch_batch", data)
+
+
+def test_every_fetch_batch_layout_decodes_to_the_same_requests() -> None:
+    """Differential: random requests through the current layout and the older one."""
+    rng = random.Random(19)
+    words = ["", "a", "ü€", "\n", "x" * 70, "/p?q=1"]
+
+    def text(k: int = 4) -> str:
+        return "".join(rng.choices(words, k=rng.randrange(0, k)))
+
+    for _ in range(300):
+        requests = [
+            {
+                "url": text(),
+                "host": text(),
+                "kind": rng.choice(["page", "robots", text()]),
+                "depth": rng.choice([0, 4, 2**31 - 1, -(2**31)]),
+                "dispatched_at": rng.choice([0.0, 1_795_385_229.875, -1.0]),
+                "url_id": rng.choice([0, 1, -(2**63), 2**63 - 1]),
+            }
+            for _ in range(rng.randrange(0, 8))
+        ]
+        for name in ("fetch_batch", "fetch_batch_v1"):
+            data = codec.encode(name, {"requests": requests})
+            assert codec.decode("fetch_batch", data) == {"requests": requests}, name
