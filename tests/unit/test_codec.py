@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import random
 import struct
+from collections.abc import Callable
 from importlib import resources
 from typing import Any
 
@@ -231,6 +232,17 @@ def avsc_names() -> set[str]:
         for p in resources.files("schemas").iterdir()
         if p.name.endswith(".avsc")
     }
+
+
+def _texts(rng: random.Random, *, with_cr: bool) -> Callable[..., str]:
+    """Random strings for the layout differentials: empty, non-ASCII, line feeds (which
+    send strings to the array fallback), long, and CR when `with_cr`."""
+    words = ["", "a", "ü€", "\n", "x" * 70, "/p?q=1", *(["\r"] if with_cr else [])]
+
+    def text(k: int = 4) -> str:
+        return "".join(rng.choices(words, k=rng.randrange(0, k)))
+
+    return text
 
 
 def test_every_avsc_file_is_registered_and_has_an_example() -> None:
@@ -890,10 +902,7 @@ def test_every_parsed_batch_layout_decodes_to_the_same_pages() -> None:
     """Differential: random parsed pages through the current layout and the older ones
     (v1 only for pages with their body inline, as it had no hand-off)."""
     rng = random.Random(11)
-    words = ["", "a", "ü€", "\n", "x" * 70, "/p?q=1", "\r"]
-
-    def text(k: int = 4) -> str:
-        return "".join(rng.choices(words, k=rng.randrange(0, k)))
+    text = _texts(rng, with_cr=True)
 
     for _ in range(300):
         pages = []
@@ -1000,10 +1009,7 @@ def test_inconsistent_completions_are_a_decode_error() -> None:
 def test_every_frontier_event_layout_decodes_to_the_same_event() -> None:
     """Differential: random events through the current layout and the older one."""
     rng = random.Random(13)
-    words = ["", "a", "ü€", "\n", "x" * 70, "/p?q=1"]
-
-    def text(k: int = 4) -> str:
-        return "".join(rng.choices(words, k=rng.randrange(0, k)))
+    text = _texts(rng, with_cr=False)
 
     for _ in range(300):
         completions = [
@@ -1107,10 +1113,7 @@ def test_inconsistent_packed_pages_are_a_decode_error() -> None:
 def test_every_page_batch_layout_decodes_to_the_same_pages() -> None:
     """Differential: random fetched pages through the current layout and the older one."""
     rng = random.Random(17)
-    words = ["", "a", "ü€", "\n", "x" * 70, "/p?q=1", "\r"]
-
-    def text(k: int = 4) -> str:
-        return "".join(rng.choices(words, k=rng.randrange(0, k)))
+    text = _texts(rng, with_cr=True)
 
     for _ in range(300):
         pages = [
@@ -1193,10 +1196,7 @@ def test_fetch_requests_travel_as_columns() -> None:
 def test_every_fetch_batch_layout_decodes_to_the_same_requests() -> None:
     """Differential: random requests through the current layout and the older one."""
     rng = random.Random(19)
-    words = ["", "a", "ü€", "\n", "x" * 70, "/p?q=1"]
-
-    def text(k: int = 4) -> str:
-        return "".join(rng.choices(words, k=rng.randrange(0, k)))
+    text = _texts(rng, with_cr=False)
 
     for _ in range(300):
         requests = [
