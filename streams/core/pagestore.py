@@ -903,7 +903,9 @@ class PageStore:
         table.set_block_cache(Cache(max(1 << 20, index_cache_bytes)))
         opts.set_block_based_table_factory(table)
         if read_only:
-            if not index_dir.is_dir():
+            # (CURRENT, not the directory: a writer starting up makes the directory
+            # first, and RocksDB's open then failed with a bare IO error, not this)
+            if not (index_dir / "CURRENT").is_file():
                 raise FileNotFoundError(f"no page store index at {index_dir}")
             # error_if_log_file_exist=False: a live writer always has a WAL; the
             # read-only open replays it, so we see everything written before we opened.

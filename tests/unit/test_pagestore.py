@@ -662,6 +662,11 @@ def test_read_only_missing_store(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError):
         PageStore(tmp_path / "nothing", read_only=True)
     assert not (tmp_path / "nothing").exists()
+    # a writer starting up has made the index directory, not yet RocksDB's CURRENT
+    # (test_recrawl's reader met that under load: a bare RocksDB IO error)
+    (tmp_path / "starting" / "index").mkdir(parents=True)
+    with pytest.raises(FileNotFoundError):
+        PageStore(tmp_path / "starting", read_only=True)
 
 
 def test_closed_store_rejects_writes(tmp_path: Path) -> None:
