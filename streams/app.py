@@ -114,6 +114,10 @@ class SeineApp:
             "outcomes": dict(c.outcomes),
             "dead_letters": c.dead_letters,
             "rewinds": c.rewinds,
+            # [topic, partition, offset] after the last message this worker delivered
+            # to / handled from a consumed topic (multiworker.globally_idle)
+            "delivered_upto": [[t, p, o] for (t, p), o in self.ctx.producer.delivered_upto.items()],
+            "handled_upto": [[t, p, o] for (t, p), o in c.handled_upto.items()],
             # link-extract found no body in the hand-off cache: each page fetched again
             "handoff_misses": self.ctx.handoff.stats.missed,
             "handoff_evicted": self.ctx.handoff.stats.evicted,
@@ -165,7 +169,7 @@ class SeineApp:
             return False
         if any(box.pending for box in ctx.outboxes):
             return False
-        return ctx.counters.balanced()
+        return ctx.all_handled()
 
     def stop(self, code: int = 0) -> None:
         """Ask the worker to shut down (from inside the loop)."""
@@ -369,6 +373,9 @@ def create_app(settings: Settings) -> SeineApp:
                     await out.flush()
                 finally:
                     ctx.counters.done[spec.name] += len(events)
+                    for event in events:
+                        message = event.message
+                        ctx.counters.handled(message.topic, message.partition, message.offset)
                     # This thread runs every agent: its CPU time across one unit of work
                     # is that stage's (what other tasks run while it awaits is counted
                     # too; the stages' own awaits rarely yield).

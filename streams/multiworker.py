@@ -7,7 +7,10 @@ from the workers' status files: a message sent by one worker is handled by
 another, so only the sums over all workers balance. Idle means, summed over
 workers, every message sent to a consumed topic has been handled, nothing is
 queued (or the page budget is spent), nothing is in flight or unsent, and no
-worker is rebalancing — continuously for `IDLE_SECONDS`.
+worker is rebalancing — continuously for `IDLE_SECONDS`, confirmed by a status
+each worker wrote after the idle period began (`idle_confirmed`); and, by offsets,
+every message delivered (seeds, workers' sends) is handled by some worker
+(`caught_up`).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from typing import Any
 import topology
 from streams.cli import ERROR_OUTCOMES, EXIT_NOTHING_FETCHED, nothing_fetched_failure
 from streams.consumer_state import describe as describe_lagging
-from streams.core.stall import StallWatch
+from streams.core.stall import StallWatch, offsets_handled
 from streams.core.stall import describe as describe_stall
 from streams.progress import Progress, ProgressFigures
 from streams.settings import Settings
@@ -84,11 +87,47 @@ def totals(statuses: list[dict[str, Any]], seeds_sent: int) -> tuple[Counter[str
     return sent, done
 
 
-def globally_idle(statuses: list[dict[str, Any]], seeds_sent: int) -> bool:
+def caught_up(statuses: list[dict[str, Any]], seeds_upto: dict[tuple[str, int], int]) -> bool:
+    """Every message the crawl delivered to a consumed topic (the seeds pushed here,
+    and each worker's sends) is handled by some worker: the counts alone balanced
+    with messages of ours unhandled when others were handled (Counters.caught_up)."""
+    delivered = dict(seeds_upto)
+    handled: dict[tuple[str, int], int] = {}
+    for status in statuses:
+        for topic, partition, offset in status.get("delivered_upto", ()):
+            key = (topic, partition)
+            delivered[key] = max(delivered.get(key, 0), offset)
+        for topic, partition, offset in status.get("handled_upto", ()):
+            key = (topic, partition)
+            handled[key] = max(handled.get(key, 0), offset)
+    return offsets_handled(delivered, handled)
+
+
+def globally_idle(
+    statuses: list[dict[str, Any]],
+    seeds_sent: int,
+    seeds_upto: dict[tuple[str, int], int] | None = None,
+) -> bool:
     if any(status["busy"] or status["rebalancing"] for status in statuses):
         return False
     sent, done = totals(statuses, seeds_sent)
-    return all(done[name] >= count for name, count in sent.items() if name not in UNCONSUMED)
+    if not all(done[name] >= count for name, count in sent.items() if name not in UNCONSUMED):
+        return False
+    return caught_up(statuses, seeds_upto or {})
+
+
+def idle_confirmed(statuses: list[dict[str, Any]], idle_since: float, now: float) -> bool:
+    """Has the crawl looked idle for `IDLE_SECONDS` (wall clock, as the statuses' "at"),
+    in statuses every worker wrote after that began?
+
+    Why the second condition: a status file is a worker's picture when it wrote it. A
+    worker starved of CPU for a few seconds (a loaded machine) keeps its last picture,
+    which does not show what it sent or took since, so stale files could agree on an
+    idle crawl that is not, for as long as the starvation lasts. A status written
+    after the idle period began that still agrees is a picture of that period."""
+    return now - idle_since >= IDLE_SECONDS and all(
+        float(status.get("at", 0.0)) > idle_since for status in statuses
+    )
 
 
 def stall_report(statuses: list[dict[str, Any]], missing: dict[str, int], seconds: float) -> str:
@@ -159,12 +198,22 @@ def run_workers(settings: Settings, seeds: list[str], workers: int, until_idle: 
     stopping = False
     seeded = False
 
+    #: (topic, partition) -> offset after the last seed delivered there
+    seeds_upto: dict[tuple[str, int], int] = {}
+
+    def seed_delivered(error: Any, message: Any) -> None:
+        if error is None:
+            key = (message.topic(), message.partition())
+            seeds_upto[key] = max(seeds_upto.get(key, 0), message.offset() + 1)
+
     def push_seeds() -> None:
         producer = Producer({"bootstrap.servers": settings.bootstrap})
         topic = topology.topic_name(settings.app_id, topology.SEEDS)
         for url in seeds:
             partition = partition_for(site_key(host_of(url)), settings.partitions)
-            producer.produce(topic, url.encode("utf-8"), partition=partition)
+            producer.produce(
+                topic, url.encode("utf-8"), partition=partition, on_delivery=seed_delivered
+            )
         producer.flush(30)
 
     def stop(*_: Any) -> None:
@@ -204,10 +253,11 @@ def run_workers(settings: Settings, seeds: list[str], workers: int, until_idle: 
                 print(stall_report(ready, missing, STALL_SECONDS), file=sys.stderr, flush=True)
             if not until_idle:
                 continue
-            if globally_idle(ready, len(seeds)):
+            if globally_idle(ready, len(seeds), seeds_upto):
+                now = time.time()
                 if idle_since is None:
-                    idle_since = time.monotonic()
-                elif time.monotonic() - idle_since >= IDLE_SECONDS:
+                    idle_since = now
+                elif idle_confirmed(ready, idle_since, now):
                     break
             else:
                 idle_since = None

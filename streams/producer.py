@@ -73,6 +73,11 @@ class StageProducer:
             self._changelogs = Producer({**settings, "linger.ms": changelog_linger_ms})
         #: `_on_delivery` bound once (every produce passes it).
         self._report = self._on_delivery
+        self._report_tracked = self._on_tracked_delivery
+        #: (topic, partition) -> offset after the last tracked message delivered there:
+        #: a crawl is idle only once its consumers have handled up to these
+        #: (`Counters.caught_up`), whatever else the topics hold.
+        self.delivered_upto: dict[tuple[str, int], int] = {}
         self.delivery_errors = 0
         self.last_error: str | None = None
         #: Failed deliveries not yet reported by `flush` (they stop the next commit).
@@ -85,10 +90,22 @@ class StageProducer:
             self.last_error = f"{message.topic()}[{message.partition()}]: {error}"
             log.error("delivery failed: %s", self.last_error)
 
-    def produce(self, topic: str, value: bytes, partition: int) -> None:
+    def _on_tracked_delivery(self, error: KafkaError | None, message: Message) -> None:
+        if error is not None:
+            self._on_delivery(error, message)
+            return
+        key = (message.topic() or "", message.partition() or 0)
+        after = (message.offset() or 0) + 1
+        if after > self.delivered_upto.get(key, 0):
+            self.delivered_upto[key] = after
+
+    def produce(self, topic: str, value: bytes, partition: int, *, track: bool = False) -> None:
+        """`track`: remember the offset it lands at in `delivered_upto` (messages to a
+        topic this crawl consumes)."""
+        report = self._report_tracked if track else self._report
         while True:
             try:
-                self._producer.produce(topic, value, partition=partition, on_delivery=self._report)
+                self._producer.produce(topic, value, partition=partition, on_delivery=report)
                 return
             except BufferError:
                 # librdkafka's queue is full: serve deliveries until there is room.

@@ -23,6 +23,7 @@ from streams import codec
 from streams.core.handoff import HandoffCache
 from streams.core.partitioning import partition_for
 from streams.core.poison import Limits
+from streams.core.stall import offsets_handled
 from streams.core.stats import CrawlTally
 from streams.core.urls import host_of, site_key
 from streams.producer import StageProducer
@@ -74,6 +75,9 @@ class Counters:
     #: (URLs, requests, pages) its messages carried.
     stage_cpu: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
     stage_items: Counter[str] = field(default_factory=Counter)
+    #: (topic, partition) -> offset after the last message this worker has handled
+    #: there (`caught_up`).
+    handled_upto: dict[tuple[str, int], int] = field(default_factory=dict)
 
     def observe_latency(self, topic: str, ms: float) -> None:
         previous = self.latency_ms.get(topic)
@@ -86,6 +90,24 @@ class Counters:
             for name, count in self.sent.items()
             if name not in UNCONSUMED_TOPICS
         )
+
+    def handled(self, topic: str, partition: int, offset: int) -> None:
+        key = (topic, partition)
+        if offset >= self.handled_upto.get(key, 0):
+            self.handled_upto[key] = offset + 1
+
+    def caught_up(self, delivered_upto: dict[tuple[str, int], int]) -> bool:
+        """Every message this worker delivered to a consumed topic has been handled.
+
+        Why besides `balanced`: `done` counts every message handled, also those this
+        worker did not send (poison, a resumed crawl's re-queued URLs, messages read
+        twice after a rebalance or a rewind), and each such one let the counts balance
+        while a message of ours was still unhandled: an `--until-idle` crawl then
+        stopped early (under load, with 0 pages fetched). A partition is read in order,
+        so handling past the offset a message landed at means it was handled. Counts
+        still matter: a message the consumer skipped leaves them short.
+        """
+        return offsets_handled(delivered_upto, self.handled_upto)
 
 
 class Outbox:
@@ -302,7 +324,12 @@ class StageContext:
 
     async def send(self, spec: TopicSpec, partition: int, value: bytes) -> None:
         self.counters.sent[spec.name] += 1
-        self.producer.produce(self.topic_names[spec.name], value, partition)
+        self.producer.produce(
+            self.topic_names[spec.name],
+            value,
+            partition,
+            track=spec.name not in UNCONSUMED_TOPICS,
+        )
 
     async def dead_letter(
         self, stage: str, event: Any, error: str, *, value: bytes | None = None
@@ -352,4 +379,9 @@ class StageContext:
     def idle(self) -> bool:
         """True when nothing is queued, in flight, unsent or unhandled anywhere in this
         worker — and, as this worker owns every partition, in the crawl."""
-        return not self.locally_busy() and self.counters.balanced()
+        return not self.locally_busy() and self.all_handled()
+
+    def all_handled(self) -> bool:
+        """Every message this worker sent to a consumed topic has been handled."""
+        counters = self.counters
+        return counters.balanced() and counters.caught_up(self.producer.delivered_upto)

@@ -97,6 +97,30 @@ def test_balanced_counts_consumed_topics_only() -> None:
     assert not counters.balanced()
 
 
+def test_messages_not_ours_do_not_stand_in_for_ours() -> None:
+    """The poison crawl that stopped with 0 pages fetched: three poison messages
+    handled on partition 1 balanced the counts while our seed on partition 0 waited."""
+    counters = Counters()
+    seeds = "app.seeds"
+    counters.sent[topology.SEEDS.name] += 1
+    for offset in range(3):  # poison, sent by someone else
+        counters.done[topology.SEEDS.name] += 1
+        counters.handled(seeds, 1, offset)
+    delivered = {(seeds, 0): 1}  # ours: offset 0 of partition 0
+    assert counters.balanced()  # the counts alone are fooled
+    assert not counters.caught_up(delivered)
+    counters.handled(seeds, 0, 0)
+    assert counters.caught_up(delivered)
+    # read again (a rewind) and an older offset: still caught up
+    counters.handled(seeds, 0, 0)
+    assert counters.handled_upto[(seeds, 0)] == 1
+    delivered[(seeds, 0)] = 5
+    counters.handled(seeds, 0, 3)
+    assert not counters.caught_up(delivered)
+    counters.handled(seeds, 0, 4)
+    assert counters.caught_up(delivered)
+
+
 class RecordingProducer:
     """Stands in for the broker side: what was sent, and when delivery was awaited."""
 

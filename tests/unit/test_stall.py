@@ -9,7 +9,14 @@ from faust.types import TP
 
 from streams.consumer_state import lagging_partitions
 from streams.core.stall import StallWatch, StuckPartitions, rewind_offset, unhandled
-from streams.multiworker import UNCONSUMED, globally_idle, stall_report, totals
+from streams.multiworker import (
+    IDLE_SECONDS,
+    UNCONSUMED,
+    globally_idle,
+    idle_confirmed,
+    stall_report,
+    totals,
+)
 
 
 def status(sent: dict[str, int], done: dict[str, int], **extra: Any) -> dict[str, Any]:
@@ -35,6 +42,42 @@ def test_unhandled_names_only_short_consumed_topics() -> None:
     sent, done = totals(STUCK, 200)
     assert unhandled(sent, done, UNCONSUMED) == {"content-dedup": 1}
     assert not globally_idle(STUCK, 200)
+
+
+def test_not_idle_while_a_message_of_ours_waits_behind_others_handled() -> None:
+    """Counts balance (the seed topic's poison stood in for the seed), but worker 1 has
+    not handled the seed pushed to partition 0, nor worker 0's url-seen batch."""
+    seeds_upto = {("a.seeds", 0): 1}
+    statuses = [
+        status(
+            {"url-seen": 1},
+            {"seeds": 3, "url-seen": 1},
+            delivered_upto=[["a.url-seen", 1, 8]],
+            handled_upto=[["a.seeds", 1, 3], ["a.url-seen", 0, 1]],
+        ),
+        status({}, {}, delivered_upto=[], handled_upto=[["a.url-seen", 1, 7]]),
+    ]
+    assert not globally_idle(statuses, 1, seeds_upto)
+    statuses[1]["handled_upto"] = [["a.url-seen", 1, 8], ["a.seeds", 0, 1]]
+    assert globally_idle(statuses, 1, seeds_upto)
+    # handled by the partition's previous owner (before a rebalance) counts too
+    statuses[1]["handled_upto"] = [["a.url-seen", 1, 8]]
+    statuses[0]["handled_upto"].append(["a.seeds", 0, 1])
+    assert globally_idle(statuses, 1, seeds_upto)
+
+
+def test_idle_is_confirmed_only_by_statuses_written_after_it_began() -> None:
+    """A starved worker's last status is a picture from before the idle period: it may
+    not show what that worker sent since, so it cannot confirm the crawl idle."""
+    began = 1000.0
+    fresh, stale = {"at": began + 0.3}, {"at": began - 0.1}
+    later = began + IDLE_SECONDS
+    assert idle_confirmed([fresh, dict(fresh)], began, later)
+    assert not idle_confirmed([fresh, dict(fresh)], began, later - 0.01)  # not long enough
+    assert not idle_confirmed([fresh, stale], began, later + 60)  # however long it waits
+    assert not idle_confirmed([fresh, {}], began, later)  # a status without a time
+    stale["at"] = later + 0.2  # the starved worker writes again, still idle
+    assert idle_confirmed([fresh, stale], began, later + 0.25)
 
 
 def test_stall_reported_once_after_the_counters_stand_still() -> None:
