@@ -60,6 +60,7 @@ SCHEMA_FILES = (
     "url_batch_v2",
     "url_batch",
     "frontier_event_v1",
+    "frontier_event_v2",
     "frontier_event",
     "fetch_batch_v1",
     "fetch_batch",
@@ -95,9 +96,12 @@ PARSED_LAYOUT_V2 = b"\x01\x02"
 URL_LAYOUT = b"\x01\x04"
 #: The marker of url_batch_v2 (the URLs and kinds as lines, the numbers as arrays).
 URL_LAYOUT_V2 = b"\x01\x03"
-#: The same for frontier_event (its candidates and completions packed); its older
-#: layout starts with the count of its candidates' `url` array.
-FRONTIER_LAYOUT = b"\x01\x06"
+#: The same for frontier_event (its candidates and completions packed, re-tier slots
+#: a field of their own); its oldest layout starts with the count of its candidates'
+#: `url` array.
+FRONTIER_LAYOUT = b"\x01\x09"
+#: The marker of frontier_event_v2 (a re-tier request's slot inside its via string).
+FRONTIER_LAYOUT_V2 = b"\x01\x06"
 #: The same for page_batch (a page's numbers and strings packed); its older layout
 #: starts with its page count.
 PAGE_LAYOUT = b"\x01\x07"
@@ -109,7 +113,11 @@ FETCH_LAYOUT = b"\x01\x08"
 _OLDER_LAYOUT: dict[str, tuple[bytes, dict[bytes, str], str]] = {
     "parsed_batch": (PARSED_LAYOUT, {PARSED_LAYOUT_V2: "parsed_batch_v2"}, "parsed_batch_v1"),
     "url_batch": (URL_LAYOUT, {URL_LAYOUT_V2: "url_batch_v2"}, "url_batch_v1"),
-    "frontier_event": (FRONTIER_LAYOUT, {}, "frontier_event_v1"),
+    "frontier_event": (
+        FRONTIER_LAYOUT,
+        {FRONTIER_LAYOUT_V2: "frontier_event_v2"},
+        "frontier_event_v1",
+    ),
     "page_batch": (PAGE_LAYOUT, {}, "page_batch_v1"),
     "fetch_batch": (FETCH_LAYOUT, {}, "fetch_batch_v1"),
 }
@@ -539,8 +547,8 @@ def _from_wire_url_batch_v1(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def _to_wire_frontier_event_v1(record: dict[str, Any]) -> dict[str, Any]:
-    """The older layout, for tests that play an older Seine's messages."""
-    return {**record, "new_urls": _url_columns(record.get("new_urls") or [])}
+    """The oldest layout, for tests that play an older Seine's messages."""
+    return {**record, "new_urls": _url_columns(_slots_in_vias(record.get("new_urls") or []))}
 
 
 #: A fetch completion's numbers and flags, then the lengths of its strings in `text`.
@@ -632,10 +640,20 @@ def _completions_unpacked(columns: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+#: A re-tier request's slot: its index in new_urls, the slot's tier and sequence.
+_RETIER_SLOT = struct.Struct("<iiq")
+
+
 def _to_wire_frontier_event(record: dict[str, Any]) -> dict[str, Any]:
+    new_urls = record.get("new_urls") or []
+    pack = _RETIER_SLOT.pack
+    slots = b"".join(
+        pack(i, *c["slot"]) for i, c in enumerate(new_urls) if c.get("slot") is not None
+    )
     return {
         "layout": FRONTIER_LAYOUT,
-        "new_urls": _url_packed(record.get("new_urls") or []),
+        "new_urls": _url_packed(new_urls),
+        "retier_slots": slots,
         "completions": _completions_packed(record.get("completions") or []),
         "tick": record.get("tick", False),
     }
@@ -644,8 +662,73 @@ def _to_wire_frontier_event(record: dict[str, Any]) -> dict[str, Any]:
 def _from_wire_frontier_event(record: dict[str, Any]) -> dict[str, Any]:
     if record["layout"] != FRONTIER_LAYOUT:
         raise DecodeError("frontier_event: unknown layout marker")
+    new_urls = _url_rows_packed(record["new_urls"])
+    slots = record["retier_slots"]
+    if slots:
+        if len(slots) % _RETIER_SLOT.size:
+            raise DecodeError(f"frontier_event: retier_slots of {len(slots)} bytes")
+        for index, tier, seq in _RETIER_SLOT.iter_unpack(slots):
+            if not 0 <= index < len(new_urls):
+                raise DecodeError(
+                    f"frontier_event: a retier slot for URL {index} of {len(new_urls)}"
+                )
+            new_urls[index]["slot"] = (tier, seq)
     return {
-        "new_urls": _url_rows_packed(record["new_urls"]),
+        "new_urls": new_urls,
+        "completions": _completions_unpacked(record["completions"]),
+        "tick": record["tick"],
+    }
+
+
+def _to_wire_frontier_event_v2(record: dict[str, Any]) -> dict[str, Any]:
+    """The older layout, for tests that play an older Seine's messages: a re-tier
+    request's slot went inside its via, ``retier:TIER:SEQ``."""
+    return {
+        "layout": FRONTIER_LAYOUT_V2,
+        "new_urls": _url_packed(_slots_in_vias(record.get("new_urls") or [])),
+        "completions": _completions_packed(record.get("completions") or []),
+        "tick": record.get("tick", False),
+    }
+
+
+def _slots_in_vias(candidates: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Re-tier requests as an older url-seen wrote them (tests): the slot in the via."""
+    return [
+        {**c, "via": f"{_OLD_RETIER_PREFIX}{c['slot'][0]}:{c['slot'][1]}"}
+        if c.get("slot") is not None
+        else c
+        for c in candidates
+    ]
+
+
+#: How an older url-seen wrote a re-tier request's slot: ``retier:TIER:SEQ`` as its via.
+_OLD_RETIER_PREFIX = "retier:"
+
+
+def _slots_from_vias(candidates: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """An older layout's re-tier requests, as the current one decodes them: the slot an
+    older url-seen wrote inside the via (``retier:TIER:SEQ``) taken out into ``slot``
+    and the via left ``retier``; a malformed one is left without a slot (the
+    frontier then asks the registry, as for a bare ``retier``)."""
+    for candidate in candidates:
+        via = candidate.get("via")
+        if via is None or not via.startswith(_OLD_RETIER_PREFIX):
+            continue
+        candidate["via"] = _OLD_RETIER_PREFIX[:-1]
+        tier, sep, seq = via[len(_OLD_RETIER_PREFIX) :].partition(":")
+        try:
+            if sep:
+                candidate["slot"] = (int(tier), int(seq))
+        except ValueError:
+            pass
+    return candidates
+
+
+def _from_wire_frontier_event_v2(record: dict[str, Any]) -> dict[str, Any]:
+    if record["layout"] != FRONTIER_LAYOUT_V2:
+        raise DecodeError("frontier_event_v2: unknown layout marker")
+    return {
+        "new_urls": _slots_from_vias(_url_rows_packed(record["new_urls"])),
         "completions": _completions_unpacked(record["completions"]),
         "tick": record["tick"],
     }
@@ -840,6 +923,7 @@ _TO_WIRE: dict[str, Convert] = {
     "url_batch_v2": _to_wire_url_batch_v2,
     "frontier_event": _to_wire_frontier_event,
     "frontier_event_v1": _to_wire_frontier_event_v1,
+    "frontier_event_v2": _to_wire_frontier_event_v2,
     "page_batch": _to_wire_page_batch,
     "fetch_batch": _to_wire_fetch_batch,
     "page_batch_v1": _to_wire_page_batch_v1,
@@ -853,7 +937,8 @@ _FROM_WIRE: dict[str, Convert] = {
     "url_batch_v1": _from_wire_url_batch_v1,
     "url_batch_v2": _from_wire_url_batch_v2,
     "frontier_event": _from_wire_frontier_event,
-    "frontier_event_v1": lambda r: {**r, "new_urls": _url_rows(r["new_urls"])},
+    "frontier_event_v1": lambda r: {**r, "new_urls": _slots_from_vias(_url_rows(r["new_urls"]))},
+    "frontier_event_v2": _from_wire_frontier_event_v2,
     "page_batch": _from_wire_page_batch,
     "fetch_batch": _from_wire_fetch_batch,
     "page_batch_v1": _from_wire_page_batch_v1,

@@ -37,32 +37,18 @@ __all__ = [
     "registration_stamp",
     "resend_due",
     "retier_candidate",
-    "retier_slot",
 ]
 
 #: `via` of a url-seen → frontier candidate asking to move a queued URL up a tier. A
-#: candidate from url-seen says where the URL was queued when it read the registry:
-#: ``retier:TIER:SEQ`` (`retier_slot`), so the frontier reads the registry only when
-#: the item is no longer there; a bare ``retier`` (before slots) is looked up.
+#: candidate from url-seen also says, in ``slot``, where the URL was queued when it
+#: read the registry, (tier, sequence), so the frontier reads the registry only when
+#: the item is no longer there; a request without a slot is looked up.
 RETIER_VIA = "retier"
-_RETIER_PREFIX = RETIER_VIA + ":"
 
 
 def is_retier(via: str | None) -> bool:
-    """Is this candidate's `via` a re-tier request (with or without its slot)?"""
-    return via is not None and (via == RETIER_VIA or via.startswith(_RETIER_PREFIX))
-
-
-def retier_slot(via: str) -> tuple[int, int] | None:
-    """The (tier, sequence) a re-tier request's `via` carries; None when it carries
-    none (a bare ``retier``) or a malformed one (then the registry is asked)."""
-    if not via.startswith(_RETIER_PREFIX):
-        return None
-    tier, sep, seq = via[len(_RETIER_PREFIX) :].partition(":")
-    try:
-        return (int(tier), int(seq)) if sep else None
-    except ValueError:
-        return None
+    """Is this candidate's `via` a re-tier request?"""
+    return via == RETIER_VIA
 
 
 #: `via` of a URL url-seen sends to the frontier again because the registry holds it
@@ -169,7 +155,7 @@ def retier_candidate(
     Thresholds are those of :func:`~streams.core.frontier.tier_for`: each doubling
     of the count (2, 4, 8 ...) lifts a tier, so a URL is re-tiered at most a few
     times however many links it gets. The candidate's `via` carries the slot `old`
-    names (`retier_slot`): the frontier moves the item from there without reading the
+    names (``slot``): the frontier moves the item from there without reading the
     registry again.
     """
     if not old or old.get("s") != "queued" or "q" not in old or "tier" not in old:
@@ -182,7 +168,8 @@ def retier_candidate(
         "url": url,
         "depth": depth,
         "priority": priority,
-        "via": f"{_RETIER_PREFIX}{int(old['tier'])}:{int(old['q'])}",
+        "via": RETIER_VIA,
+        "slot": (int(old["tier"]), int(old["q"])),
         "inlinks": inlinks,
         "kind": "page",
     }

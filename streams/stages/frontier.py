@@ -16,7 +16,7 @@ import topology
 from streams.core.freshness import Record, RevisitSchedule
 from streams.core.frontier import Decision, Dispatch, Frontier, HostState, tier_for
 from streams.core.sites import url_id_long
-from streams.core.urlstate import RESEND_VIA, StateUpdates, is_retier, retier_slot
+from streams.core.urlstate import RESEND_VIA, StateUpdates, is_retier
 from streams.stages import recrawl
 from streams.stages.context import Outbox, crawl_log_record
 
@@ -185,7 +185,7 @@ def _retier(
     """Move URLs whose in-link count rose (url-seen's re-tier requests) up their host's
     tiers, if they are still queued where url-seen read they were.
 
-    A request names the slot url-seen read from the registry (`retier_slot`); the move
+    A request names the slot url-seen read from the registry (``slot``); the move
     checks the queue item there (``Frontier.retier``), so a hit needs no registry read.
     A miss (the URL was moved, dispatched or settled since url-seen read it: its
     request crossed another) or a request without a slot asks the registry, in order,
@@ -205,7 +205,7 @@ def _retier(
         if url in moved:
             continue
         new_tier = tier_for(candidate["priority"], candidate["depth"], candidate["inlinks"])
-        carried = retier_slot(candidate["via"])
+        carried = candidate.get("slot")
         slot = None
         if carried is not None:
             slot = frontier.retier(url, carried[0], carried[1], new_tier)

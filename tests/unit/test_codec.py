@@ -212,8 +212,9 @@ EXAMPLES: dict[str, list[dict[str, Any]]] = {
 #: The older url_batch layouts carry the same candidates.
 EXAMPLES["url_batch_v1"] = EXAMPLES["url_batch"]
 EXAMPLES["url_batch_v2"] = EXAMPLES["url_batch"]
-#: The older frontier_event layout carries the same events.
+#: The older frontier_event layouts carry the same events.
 EXAMPLES["frontier_event_v1"] = EXAMPLES["frontier_event"]
+EXAMPLES["frontier_event_v2"] = EXAMPLES["frontier_event"]
 #: The older page_batch layout carries the same pages.
 EXAMPLES["page_batch_v1"] = EXAMPLES["page_batch"]
 #: The older fetch_batch layout carries the same requests.
@@ -972,10 +973,11 @@ def test_completions_travel_as_columns() -> None:
         "https://example.com/aexample.compagehttp-errorHTTP 429"
     )
     assert done["bodies"] == [b"User-agent: *\nDisallow: /private\n"]
-    # an older Seine's events still read, and a tick of the current layout is 01 06 ...
-    old = codec.encode("frontier_event_v1", EXAMPLES["frontier_event"][0])
-    assert not old.startswith(codec.FRONTIER_LAYOUT)
-    assert codec.decode("frontier_event", old) == EXAMPLES["frontier_event"][0]
+    # an older Seine's events still read, and a tick of the current layout is 01 09 ...
+    for name in ("frontier_event_v1", "frontier_event_v2"):
+        old = codec.encode(name, EXAMPLES["frontier_event"][0])
+        assert not old.startswith(codec.FRONTIER_LAYOUT)
+        assert codec.decode("frontier_event", old) == EXAMPLES["frontier_event"][0]
     assert codec.encode("frontier_event", {"tick": True}).startswith(codec.FRONTIER_LAYOUT)
 
 
@@ -1039,8 +1041,13 @@ def test_every_frontier_event_layout_decodes_to_the_same_event() -> None:
             }
             for _ in range(rng.randrange(0, 6))
         ]
+        for url in urls:
+            if rng.random() < 0.3:  # a re-tier request, mostly with the slot url-seen read
+                url["via"] = "retier"
+                if rng.random() < 0.8:
+                    url["slot"] = (rng.choice([0, 3]), rng.choice([-1, 0, 7, 2**40]))
         event = {"new_urls": urls, "completions": completions, "tick": rng.random() < 0.2}
-        for name in ("frontier_event", "frontier_event_v1"):
+        for name in ("frontier_event", "frontier_event_v2", "frontier_event_v1"):
             assert codec.decode("frontier_event", codec.encode(name, event)) == event, name
     # fields with defaults may be left out, as the fetch stage's completions never do
     sparse = {k: v for k, v in EXAMPLES["frontier_event"][0]["completions"][1].items()}
@@ -1049,6 +1056,46 @@ def test_every_frontier_event_layout_decodes_to_the_same_event() -> None:
     got = codec.decode("frontier_event", codec.encode("frontier_event", {"completions": [sparse]}))
     assert got["completions"] == [
         {**sparse, "retry_after": None, "body": None, "dispatched_at": 0.0, "reason": ""}
+    ]
+
+
+def test_retier_slots_travel_in_their_own_field() -> None:
+    asks = [
+        {"url": "http://a.test/x", "depth": 5, "via": "retier", "inlinks": 2, "slot": (3, -1)},
+        {"url": "http://a.test/y", "depth": 1, "via": None, "inlinks": 1},
+        {"url": "http://a.test/z", "depth": 5, "via": "retier", "inlinks": 4, "slot": (2, 9)},
+    ]
+    wire = codec.wire_form("frontier_event", {"new_urls": asks})
+    assert wire["new_urls"]["vias"] == ["retier"]  # one via, however many slots
+    assert list(struct.iter_unpack("<iiq", wire["retier_slots"])) == [(0, 3, -1), (2, 2, 9)]
+    got = codec.decode("frontier_event", codec.encode("frontier_event", {"new_urls": asks}))
+    assert [c.get("slot") for c in got["new_urls"]] == [(3, -1), None, (2, 9)]
+    for bad, message in (
+        (wire["retier_slots"][:-1], "retier_slots of 31 bytes"),
+        (struct.pack("<iiq", 3, 0, 0), "a retier slot for URL 3 of 3"),
+        (struct.pack("<iiq", -1, 0, 0), "a retier slot for URL -1 of 3"),
+    ):
+        with pytest.raises(DecodeError, match=message):
+            codec.decode("frontier_event", _raw("frontier_event", {**wire, "retier_slots": bad}))
+
+
+def test_an_older_url_seens_slot_inside_the_via_is_taken_out() -> None:
+    """frontier_event_v2 (01 06) carried a re-tier request's slot as its via,
+    ``retier:TIER:SEQ``: read as the current layout's ``slot``; one that does not parse
+    is a request without a slot (the frontier asks the registry, as it always did)."""
+    vias = ["retier:3:-1", "retier", "retier:", "retier:3", "retier:x:1", "retier:1:2:3", "seed"]
+    asks = [{"url": f"http://a.test/{i}", "via": via} for i, via in enumerate(vias)]
+    wire = codec.wire_form("frontier_event_v2", {"new_urls": asks})
+    assert wire["layout"] == codec.FRONTIER_LAYOUT_V2
+    got = codec.decode("frontier_event", codec.encode("frontier_event_v2", {"new_urls": asks}))
+    assert [(c["via"], c.get("slot")) for c in got["new_urls"]] == [
+        ("retier", (3, -1)),
+        ("retier", None),
+        ("retier", None),
+        ("retier", None),
+        ("retier", None),
+        ("retier", None),
+        ("seed", None),
     ]
 
 
