@@ -25,6 +25,7 @@ Bounded: at most --kills kills, --every seconds apart, and a deadline on the who
 from __future__ import annotations
 
 import argparse
+import functools
 import io
 import itertools
 import json
@@ -40,6 +41,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from confluent_kafka import Producer
 
@@ -277,7 +279,7 @@ def run(
                 if len(_page_requests(log)) >= len(expected):
                     break  # the crawl is over: no point killing more
                 # A kill of a worker that holds nothing (still joining) tests nothing.
-                wait_for(lambda v=victim: settled(v), until, f"worker {victim} to settle")
+                wait_for(functools.partial(settled, victim), until, f"worker {victim} to settle")
                 held = list((status(victim) or {}).get("partitions", []))
                 workers.kill(victim)
                 kills.append(Kill(time.time(), victim, held))
@@ -291,7 +293,12 @@ def run(
                 with open_stores(root) as store:
                     return expected <= set(store.urls())
 
-            wait_for(all_stored, until, "every page stored")
+            try:
+                wait_for(all_stored, until, "every page stored")
+            except AssertionError as timed_out:
+                raise AssertionError(
+                    f"{timed_out}\n{stall_diagnosis(root, expected, log, status, plan)}"
+                ) from None
             mark("every page stored")
 
             # Quiet: every worker up, holding partitions, with nothing queued, in
@@ -315,6 +322,46 @@ def run(
     report = judge(requests, expected, kills, root, server.port, plan)
     report["timeline_seconds"] = timeline
     return report
+
+
+#: Worker log lines worth showing when a run stalls.
+_NOTABLE = ("Traceback", "ERROR", "Error", "CRITICAL", "crashed", "stall")
+
+
+def stall_diagnosis(
+    root: Path,
+    expected: set[str],
+    log: Path,
+    status: Callable[[int], dict[str, Any] | None],
+    plan: FaultPlan,
+) -> str:
+    """What a run that never stored every page left behind, for the failure message:
+    which pages are missing and whether the server saw them asked for, what each
+    worker's status says it holds, and the notable lines of the workers' logs. A stall
+    on a CI machine is seen once; this is what there is to read afterwards."""
+    try:
+        with open_stores(root) as store:
+            missing = sorted(expected - set(store.urls()))
+    except FileNotFoundError as error:
+        missing = [f"(page stores unreadable: {error})"]
+    asked = Counter((r["host"], r["path"]) for r in read_request_log(log)) if log.exists() else {}
+    lines = [f"{len(missing)} pages missing:"]
+    for url in missing[:20]:
+        parts = urlsplit(url)
+        lines.append(f"  {url} (requested {asked.get((parts.hostname, parts.path), 0)} times)")
+    keys = ("partitions", "rebalancing", "busy", "queued", "in_flight", "lagging", "sent", "done")
+    for index in range(plan.workers):
+        s = status(index)
+        shown = {key: s.get(key) for key in keys} if s else None
+        age = f", {time.time() - float(s['at']):.1f} s old" if s else ""
+        lines.append(f"worker {index} status{age}: {json.dumps(shown)}")
+    for path in sorted(root.glob("spare-*.log")):
+        text = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        notable = [line for line in text if any(word in line for word in _NOTABLE)]
+        if notable:
+            lines.append(f"{path.name}: {len(notable)} notable lines, the last ones:")
+            lines += [f"  {line[:300]}" for line in notable[-15:]]
+    return "\n".join(lines)
 
 
 def _partition(url: str, plan: FaultPlan) -> int:
