@@ -10,6 +10,7 @@ figures through `ProgressFigures`.
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from dataclasses import dataclass
@@ -73,7 +74,9 @@ class Progress:
         self.interactive = self.stream.isatty() if interactive is None else interactive
         self.interval = interval
         self.started = time.time()
-        self._last_line = 0.0
+        # never printed: the first update prints (monotonic time starts near the
+        # machine's boot, so 0.0 is not "long ago" on a machine up under `interval`)
+        self._last_line = -math.inf
         self._progress: Any = None
         if self.interactive:
             from rich.console import Console

@@ -37,6 +37,7 @@ import contextlib
 import gc
 import json
 import logging
+import math
 import shutil
 import signal
 import sys
@@ -162,7 +163,7 @@ class LinkReader:
         db = self.dbs.get(partition)
         if db is None and partition in self.owned:
             now = time.monotonic()
-            if now - self.last_catch_up.get(partition, -1e9) < self.catch_up_interval:
+            if now - self.last_catch_up.get(partition, -math.inf) < self.catch_up_interval:
                 return None  # an open failed just now: not again at once
             self.last_catch_up[partition] = now
             try:
@@ -178,7 +179,7 @@ class LinkReader:
         raw = db.get(key)
         if raw is None:
             now = time.monotonic()
-            if now - self.last_catch_up.get(partition, 0.0) < self.catch_up_interval:
+            if now - self.last_catch_up.get(partition, -math.inf) < self.catch_up_interval:
                 return None
             self.last_catch_up[partition] = now
             self.catch_ups += 1
@@ -223,7 +224,7 @@ class LinkReader:
         stay on disk for as long as this process lives."""
         if not self.dbs:
             return
-        partition = min(self.dbs, key=lambda p: self.last_catch_up.get(p, 0.0))
+        partition = min(self.dbs, key=lambda p: self.last_catch_up.get(p, -math.inf))
         self.last_catch_up[partition] = time.monotonic()
         try:
             self.dbs[partition].try_catch_up_with_primary()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import subprocess
 import sys
 import time
@@ -133,14 +134,15 @@ def test_links_written_after_opening_are_found_and_catch_ups_are_rate_limited(
     reader.set_owned({1: str(path)})
     assert reader.resolve(first) == (302, "https://example.com/1")
     put_link(db, second, "https://example.com/2")  # created after the reader opened
-    reader.last_catch_up[1] = 0.0  # long ago
+    # long ago (not 0.0: monotonic time starts near boot, under an hour on a fresh machine)
+    reader.last_catch_up[1] = -math.inf
     assert reader.resolve(second) == (302, "https://example.com/2")
     assert reader.catch_ups == 1
     # Within catch_up_interval of that catch-up, a miss is forwarded without another.
     put_link(db, third, "https://example.com/3")
     assert reader.resolve(third) == (FORWARD, "")
     assert reader.catch_ups == 1
-    reader.last_catch_up[1] = 0.0
+    reader.last_catch_up[1] = -math.inf
     assert reader.resolve(third) == (302, "https://example.com/3")
     assert reader.catch_ups == 2
     # The periodic refresh catches up too, without a miss to start it.
