@@ -30,6 +30,7 @@ from streams import codec
 from streams.core.partitioning import partition_for
 from streams.core.stats import REPLAY_OUTCOMES, CrawlTally, duplicate_rate, recent_rate
 from streams.core.urls import host_of, site_key
+from streams.kafka_tuning import true_highwaters
 from streams.settings import Settings
 
 #: How a replayed candidate is marked (UrlCandidate.via): a recrawl, not a new link.
@@ -90,6 +91,12 @@ def read_crawl_log(
         for p in partitions:
             _low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
             ends[p] = high
+        if settings.verify_highwaters:
+            # Tansu lists a partition's end as its last record batch's start plus one:
+            # reading up to that missed the rest of the last batch (`seine status`
+            # counted 3 pages fetched of the 6 the worker had logged).
+            listed = {(topic, p): end for p, end in ends.items()}
+            ends = {p: end for (_t, p), end in true_highwaters(settings.bootstrap, listed).items()}
         read.end_offsets = dict(ends)
         starts = {p: OFFSET_BEGINNING for p in partitions}
         if from_offset is not None:
