@@ -107,6 +107,8 @@ class SeineApp:
             ),
             "stale_fetches_skipped": self.fetch.stale_skipped,
             "duplicate_fetch_requests": self.frontier.duplicate_requests,
+            # fetches in flight at an adoption whose pages were stored already
+            "adopted_stored": self.frontier.adopted_stored,
             "queued": self.frontier.queued,
             "fetched": c.outcomes.get("fetched", 0),
             "pages_stored": c.pages_stored,
@@ -467,6 +469,7 @@ def create_app(settings: Settings) -> SeineApp:
             revisits_table.items() if settings.recrawl else (),
             dispatch=seine.draining_since is None,
             registry=seen_table,
+            stored_since=store.fetched_since,
         )
 
     agent(topology.FRONTIER, "frontier", frontier_step)

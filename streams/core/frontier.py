@@ -256,6 +256,8 @@ class Frontier:
         self._moved: dict[str, str] = {}
         #: Lazy moves written out because the old tier's head reached the old key first.
         self.moves_materialized = 0
+        #: Fetches in flight at an adoption whose pages were stored already (`adopt`).
+        self.adopted_stored = 0
         #: Busy hosts are few (at most the fetches in flight), so their leases live in memory.
         self._busy: dict[str, HostState] = {}
         #: The dispatch (its ``dispatched_at``) whose request the fetch stage has started,
@@ -338,7 +340,12 @@ class Frontier:
 
     # -- recovery -----------------------------------------------------------------
 
-    def adopt(self, partition: int, states: Iterable[tuple[str, HostState]]) -> None:
+    def adopt(
+        self,
+        partition: int,
+        states: Iterable[tuple[str, HostState]],
+        stored_since: Callable[[str, float], bool] | None = None,
+    ) -> None:
         """Rebuild the in-memory heap of one partition from persisted host states.
 
         Called when a partition is first seen (worker start, or a rebalance handed it
@@ -347,6 +354,12 @@ class Frontier:
         only a politeness wait after now. That fetch has ended by now (its worker died,
         or cancelled it when the partition was revoked: ``forget``), yet when it ended
         is unknown, so the host's clock restarts from the adoption.
+
+        `stored_since(url, t)` says whether a page of `url` fetched at or after `t` is
+        stored (the page store; None: not known). A fetch in flight whose page is
+        stored already is not done again: its page went down the pipeline ahead of its
+        completion, which the crash lost (the frontier's topic lags the pages' under
+        load). Counted in `adopted_stored`.
         """
         pq = self._partitions.setdefault(partition, _PartitionQueue())
         now = self.clock()
@@ -361,7 +374,11 @@ class Frontier:
                 state = _copy(state)
                 inflight = state.get("inflight")
                 if inflight and state.get("robots") != ROBOTS_PENDING:
-                    self._push_front(authority, state, inflight)  # the lost fetch, first
+                    url = str(inflight.get("url", ""))
+                    if stored_since is not None and stored_since(url, float(state["busy"])):
+                        self.adopted_stored += 1  # fetched and stored: not again
+                    else:
+                        self._push_front(authority, state, inflight)  # the lost fetch, first
                 if state.get("robots") == ROBOTS_PENDING:
                     # a refresh of known rules keeps them (and is asked again at once)
                     refreshing = float(state.get("robots_expires") or 0.0) > 0.0

@@ -1076,6 +1076,17 @@ class PageStore:
                 return capture
         return self._load(_decode(key, value))
 
+    def fetched_since(self, url: str, since: float) -> bool:
+        """Is a capture of `url` fetched at or after `since` (unix seconds) stored? One
+        index seek, no segment read: how a worker adopting a host tells a fetch in
+        flight at a crash whose page got stored from one to do again."""
+        self._check_open()
+        try:
+            found = self._seek(_url_bytes(url), None)
+        except ValueError:
+            return False
+        return found is not None and _MICROS.unpack(found[0][-8:])[0] >= _to_micros(since)
+
     def __contains__(self, url: object) -> bool:
         self._check_open()
         if not isinstance(url, str):

@@ -9,7 +9,7 @@ rather than timers that touch tables directly.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
 from typing import Any, Protocol
 
 import topology
@@ -46,6 +46,7 @@ def handle(
     *,
     dispatch: bool = True,
     registry: StateRegistry | None = None,
+    stored_since: Callable[[str, float], bool] | None = None,
 ) -> None:
     """Handle one frontier event of `partition`.
 
@@ -59,13 +60,16 @@ def handle(
     decision) is written there, all of this message's states in one WriteBatch,
     after the last of them is known.
 
+    `stored_since` (the page store's `fetched_since`) lets an adoption skip a fetch
+    in flight at a crash whose page is stored already (`Frontier.adopt`).
+
     A URL url-seen sends again (`RESEND_VIA`: registered but, as far as url-seen
     could tell, never queued) is queued only if the registry holds no state of the
     frontier's for it: a re-send that crossed the original, or a frontier message
     read twice, changes nothing.
     """
     if not frontier.knows_partition(partition):
-        frontier.adopt(partition, host_states)
+        frontier.adopt(partition, host_states, stored_since)
     new_urls = event["new_urls"]
     if revisits is not None:  # hook (freshness): 304s, re-fed URLs, due revisits
         new_urls = recrawl.handle(partition, event, frontier, revisits, revisit_records)

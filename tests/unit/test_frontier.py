@@ -600,6 +600,38 @@ def test_adopt_rebuilds_state_after_a_restart() -> None:
     after.check_counters()
 
 
+def test_adopt_does_not_fetch_again_a_page_stored_already() -> None:
+    """A fetch in flight at a crash whose page went down the pipeline and was stored
+    before its completion reached the frontier (which the crash lost) is not done
+    again; one whose page is not stored is, as before."""
+    hosts: dict = {}
+    queue: dict = {}
+    clock = Clock()
+    before = Harness(Politeness(delay=10.0), hosts=hosts, queue=queue, clock=clock)
+    before.open_host("a.example", b"", "/1", "/2")
+    before.open_host("b.example", b"", "/1")
+    clock.advance(10)
+    lost = {d.host: d for d in before.dispatched()}
+    assert {d.url for d in lost.values()} == {"http://a.example/1", "http://b.example/1"}
+    dispatched_at = hosts["a.example"]["busy"]
+    asked: list[tuple[str, float]] = []
+
+    def stored_since(url: str, since: float) -> bool:
+        asked.append((url, since))
+        return url == "http://a.example/1"  # its page is stored; b.example's is not
+
+    after = Harness(Politeness(delay=10.0), hosts=hosts, queue=queue, clock=clock)
+    after.frontier.adopt(0, list(hosts.items()), stored_since)
+    # asked once per fetch in flight, with the time it was dispatched
+    assert sorted(url for url, _ in asked) == ["http://a.example/1", "http://b.example/1"]
+    assert dict(asked)["http://a.example/1"] == dispatched_at
+    assert after.frontier.adopted_stored == 1
+    assert not any(state["busy"] or state["inflight"] for state in hosts.values())
+    clock.advance(10)
+    assert sorted(urls(after.dispatched())) == ["http://a.example/2", "http://b.example/1"]
+    after.check_counters()
+
+
 def test_adopt_only_takes_its_partition() -> None:
     hosts: dict = {}
     queue: dict = {}

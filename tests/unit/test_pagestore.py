@@ -112,6 +112,20 @@ def test_multiple_captures_and_at(store: PageStore) -> None:
     assert list(store.urls()) == [url]
 
 
+def test_fetched_since_asks_for_a_capture_at_or_after_a_time(store: PageStore) -> None:
+    """What an adoption asks of a fetch in flight at a crash: is its page stored?"""
+    url = "http://example.com/news"
+    assert not store.fetched_since(url, 0.0)
+    store.put(url, status=200, headers=HTML, body=b"v100", fetched_at=100.0)
+    assert store.fetched_since(url, 99.5) and store.fetched_since(url, 100.0)
+    assert not store.fetched_since(url, 100.001)  # dispatched after the one stored
+    store.put(url, status=200, headers=HTML, body=b"v300", fetched_at=300.0)
+    assert store.fetched_since(url, 250.0)  # the latest capture counts
+    assert not store.fetched_since("http://example.com/new", 0.0)  # a prefix of the URL
+    assert not store.fetched_since("http://example.com/newsroom", 0.0)  # it as a prefix
+    assert not store.fetched_since("", 0.0)
+
+
 def test_same_url_and_time_is_idempotent(store: PageStore) -> None:
     """A Kafka re-delivery (same url + fetched_at) replaces, never duplicates."""
     store.put("http://e.example/", status=200, headers=HTML, body=b"one", fetched_at=5.0)
