@@ -42,6 +42,7 @@ from typing import Any
 import fastavro
 
 from streams.core.pagestore import payload_digest
+from streams.core.urlstate import RETIER_VIA
 
 _compiled_read: Any
 _compiled_write: Any
@@ -680,6 +681,10 @@ def _from_wire_frontier_event(record: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+#: How an older url-seen wrote a re-tier request's slot into its via: ``retier:TIER:SEQ``.
+_OLD_RETIER_PREFIX = RETIER_VIA + ":"
+
+
 def _to_wire_frontier_event_v2(record: dict[str, Any]) -> dict[str, Any]:
     """The older layout, for tests that play an older Seine's messages: a re-tier
     request's slot went inside its via, ``retier:TIER:SEQ``."""
@@ -701,10 +706,6 @@ def _slots_in_vias(candidates: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-#: How an older url-seen wrote a re-tier request's slot: ``retier:TIER:SEQ`` as its via.
-_OLD_RETIER_PREFIX = "retier:"
-
-
 def _slots_from_vias(candidates: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """An older layout's re-tier requests, as the current one decodes them: the slot an
     older url-seen wrote inside the via (``retier:TIER:SEQ``) taken out into ``slot``
@@ -714,7 +715,7 @@ def _slots_from_vias(candidates: list[dict[str, Any]]) -> list[dict[str, Any]]:
         via = candidate.get("via")
         if via is None or not via.startswith(_OLD_RETIER_PREFIX):
             continue
-        candidate["via"] = _OLD_RETIER_PREFIX[:-1]
+        candidate["via"] = RETIER_VIA
         tier, sep, seq = via[len(_OLD_RETIER_PREFIX) :].partition(":")
         try:
             if sep:
