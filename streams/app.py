@@ -106,6 +106,7 @@ class SeineApp:
                 if tp.topic == topology.topic_name(self.settings.app_id, topology.FRONTIER)
             ),
             "stale_fetches_skipped": self.fetch.stale_skipped,
+            "fetches_started_at_dispatch": self.fetch.started_at_dispatch,
             "duplicate_fetch_requests": self.frontier.duplicate_requests,
             # fetches in flight at an adoption whose pages were stored already
             "adopted_stored": self.frontier.adopted_stored,
@@ -455,9 +456,10 @@ def create_app(settings: Settings) -> SeineApp:
         ),
     )
 
-    def frontier_step(partition: int, event: dict[str, Any], out: Outbox) -> None:
+    async def frontier_step(partition: int, event: dict[str, Any], out: Outbox) -> None:
         if event["tick"]:
             ticks_pending.discard(partition)
+        dispatched: list[dict[str, Any]] | None = [] if settings.local_dispatch else None
         frontier.handle(
             partition,
             event,
@@ -470,7 +472,11 @@ def create_app(settings: Settings) -> SeineApp:
             dispatch=seine.draining_since is None,
             registry=seen_table,
             stored_since=store.fetched_since,
+            dispatched=dispatched,
         )
+        if dispatched and not app.rebalancing:
+            for request in dispatched:
+                await fetch_stage.start_dispatched(partition, request)
 
     agent(topology.FRONTIER, "frontier", frontier_step)
     agent(topology.FETCH, "fetch", lambda p, batch, out: fetch_stage.submit(p, batch))
@@ -531,6 +537,7 @@ def create_app(settings: Settings) -> SeineApp:
         in flight then is done again: counted by bench/faults.py and its test."""
         revoked: set[Any] = args[0]
         fetches = {tp.partition for tp in revoked if tp.topic == fetch_topic}
+        fetch_stage.forget_partitions(fetches)
         cancelled = await fetch_stage.cancel(fetches)
         for tp in revoked:
             if tp.topic == frontier_topic:
@@ -540,6 +547,14 @@ def create_app(settings: Settings) -> SeineApp:
             log.info("rebalance: %d fetches in flight cancelled, to be redone", cancelled)
 
     app.on_partitions_revoked.connect(on_partitions_revoked)  # type: ignore[arg-type]
+
+    async def on_partitions_assigned(sender: Any, *args: Any, **_: Any) -> None:
+        """The fetch partitions this worker now holds: their dispatches start here at
+        once (`Settings.local_dispatch`)."""
+        assigned: set[Any] = args[0]
+        fetch_stage.local_partitions |= {tp.partition for tp in assigned if tp.topic == fetch_topic}
+
+    app.on_partitions_assigned.connect(on_partitions_assigned)  # type: ignore[arg-type]
 
     @app.timer(interval=0.02)
     async def wake_sleeping_hosts() -> None:

@@ -70,6 +70,12 @@ class Settings:
     max_url_bytes: int = 8192
     #: Concurrent fetches per worker (one per host at most, by the frontier's rule).
     max_in_flight: int = 256
+    #: Start a fetch the frontier dispatches at once in this worker when it holds the
+    #: host's fetch partition too (it does: the topics are co-partitioned). The request
+    #: still goes to the fetch topic, where its copy is skipped. With one request in
+    #: flight per host, a host's pace is its cycle (dispatch, fetch, completion back
+    #: at the frontier), and the fetch topic's hop was ~90 of its ~250 ms under load.
+    local_dispatch: bool = True
     #: Seconds a dispatched fetch may stay unanswered before the frontier re-dispatches it.
     fetch_lease: float = 120.0
     robots_retry: float = 60.0

@@ -47,6 +47,7 @@ def handle(
     dispatch: bool = True,
     registry: StateRegistry | None = None,
     stored_since: Callable[[str, float], bool] | None = None,
+    dispatched: list[dict[str, Any]] | None = None,
 ) -> None:
     """Handle one frontier event of `partition`.
 
@@ -62,6 +63,9 @@ def handle(
 
     `stored_since` (the page store's `fetched_since`) lets an adoption skip a fetch
     in flight at a crash whose page is stored already (`Frontier.adopt`).
+
+    `dispatched` collects the fetch requests this event sends, for the caller to
+    start at once in this worker (`FetchStage.start_dispatched`).
 
     A URL url-seen sends again (`RESEND_VIA`: registered but, as far as url-seen
     could tell, never queued) is queued only if the registry holds no state of the
@@ -138,7 +142,10 @@ def handle(
         except Exception:  # the fetches are due whatever the record says: send them
             log.exception("frontier: recording %d URL states failed", len(states))
     for due in dispatches:
-        out.add(topology.FETCH, partition, _request(due))
+        request = _request(due)
+        out.add(topology.FETCH, partition, request)
+        if dispatched is not None:
+            dispatched.append(request)
     for decision in decisions:
         if done is not None:
             done[decision.url] = decision.outcome
