@@ -26,7 +26,7 @@ from streams.core.poison import Limits
 from streams.core.stall import offsets_handled
 from streams.core.stats import CrawlTally
 from streams.core.urls import host_of, site_key
-from streams.producer import StageProducer
+from streams.producer import Deliveries, StageProducer
 from streams.settings import Settings
 from topology import TopicSpec
 
@@ -159,21 +159,24 @@ class Outbox:
         frontier, self._frontier = self._frontier, {}
         logs, self._logs = self._logs, []
         ctx = self.ctx
+        # this flush's own messages, not whatever else the producer holds meanwhile
+        awaited = Deliveries() if frontier and items and self.frontier_after_delivery else None
         for (name, partition), batch in items.items():
             spec = ctx.specs[name]
             wrapper = BATCH_FIELD[spec.schema]
             chunks = _chunks(batch) if spec.schema in SIZED_SCHEMAS else _count_chunks(batch)
             for chunk in chunks:
-                await ctx.send(spec, partition, codec.encode(spec.schema, {wrapper: chunk}))
+                value = codec.encode(spec.schema, {wrapper: chunk})
+                await ctx.send(spec, partition, value, awaited=awaited)
         for partition, record in logs:
             ctx.counters.outcomes[record["outcome"]] += 1
             ctx.counters.tally.add(record)
-            await ctx.send(topology.CRAWL_LOG, partition, codec.encode("crawl_log", record))
-        if frontier and items and self.frontier_after_delivery:
+            value = codec.encode("crawl_log", record)
+            await ctx.send(topology.CRAWL_LOG, partition, value, awaited=awaited)
+        if awaited is not None:
             self._held = len(frontier)
             try:
-                # this flush's messages, not the changelogs: they wait for the commit
-                await ctx.producer.flush(changelogs=False)
+                await ctx.producer.wait(awaited)
             finally:
                 self._held = 0
         for partition, event in frontier.items():
@@ -322,13 +325,17 @@ class StageContext:
     def fingerprint_partition(self, fingerprint: str) -> int:
         return partition_for(fingerprint, self.settings.partitions)
 
-    async def send(self, spec: TopicSpec, partition: int, value: bytes) -> None:
+    async def send(
+        self, spec: TopicSpec, partition: int, value: bytes, *, awaited: Deliveries | None = None
+    ) -> None:
+        """`awaited`: a flush that will wait for this message's acknowledgement."""
         self.counters.sent[spec.name] += 1
         self.producer.produce(
             self.topic_names[spec.name],
             value,
             partition,
             track=spec.name not in UNCONSUMED_TOPICS,
+            awaited=awaited,
         )
 
     async def dead_letter(

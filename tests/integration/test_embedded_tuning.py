@@ -11,7 +11,7 @@ from typing import Any
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from streams.cli import EMBEDDED_GROUP_TIMEOUTS, broker_for
-from streams.producer import StageProducer
+from streams.producer import Deliveries, StageProducer
 from streams.settings import Settings, load_settings
 from tests.integration.conftest import read_topic
 
@@ -49,5 +49,31 @@ def test_a_flush_sends_lingering_changelog_records_at_once(broker: Any) -> None:
         assert producer.pending() == 0
         [message] = read_topic(broker.bootstrap, topic, 1)
         assert (message.key(), message.value()) == (b"key", b"value")
+    finally:
+        producer.close(5)
+
+
+def test_a_flush_s_own_messages_are_awaited_without_the_lingering_changelogs(broker: Any) -> None:
+    """The fetch stage's wait before its completions (`StageProducer.wait`) returns once
+    its own messages are acknowledged, while a changelog record lingers on."""
+    topic = f"awaited-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for future in admin.create_topics(
+        [NewTopic(topic, 1, 1), NewTopic(topic + "-changelog", 1, 1)]
+    ).values():
+        future.result(20)
+    producer = StageProducer(broker.bootstrap, changelog_linger_ms=60_000)
+    try:
+        producer.produce_changelog(topic + "-changelog", b"key", b"value", 0)
+        awaited = Deliveries()
+        for n in range(3):
+            producer.produce(topic, f"page {n}".encode(), 0, awaited=awaited)
+        started = time.monotonic()
+        asyncio.run(producer.wait(awaited, timeout=30.0))
+        assert time.monotonic() - started < 10.0
+        assert (awaited.waiting, awaited.failed) == (0, 0)
+        assert producer.pending() >= 1  # the changelog record, lingering
+        values = [m.value() for m in read_topic(broker.bootstrap, topic, 3)]
+        assert values == [b"page 0", b"page 1", b"page 2"]
     finally:
         producer.close(5)

@@ -6,6 +6,7 @@ from typing import Any
 
 import topology
 from streams import codec
+from streams.producer import Deliveries
 from streams.stages.context import MAX_BATCH_BYTES, Counters, _chunks, _count_chunks
 
 
@@ -127,9 +128,14 @@ class RecordingProducer:
     def __init__(self, order: list[str]) -> None:
         self.order = order
 
-    async def flush(self, timeout: float = 30.0, *, changelogs: bool = True) -> None:
-        # the fetch outbox needs its own messages acknowledged, not lingering changelogs
-        self.order.append("acknowledged, changelogs too" if changelogs else "acknowledged")
+    async def flush(self, timeout: float = 30.0) -> None:
+        self.order.append("everything acknowledged")
+
+    async def wait(self, awaited: Deliveries, timeout: float = 30.0) -> None:
+        # the fetch outbox waits for its own messages, not all the producer holds
+        self.order.append(f"{awaited.waiting} acknowledged")
+        while awaited.waiting:
+            awaited.settle(False)
 
 
 class RecordingContext:
@@ -139,8 +145,12 @@ class RecordingContext:
         self.specs = {spec.name: spec for spec in topology.TOPICS}
         self.counters = Counters()
 
-    async def send(self, spec: Any, partition: int, value: bytes) -> None:
-        self.order.append(spec.name)
+    async def send(
+        self, spec: Any, partition: int, value: bytes, *, awaited: Deliveries | None = None
+    ) -> None:
+        if awaited is not None:
+            awaited.expect()
+        self.order.append(spec.name + (" (awaited)" if awaited is not None else ""))
 
     def host_partition(self, host: str) -> int:
         return 0
@@ -166,7 +176,7 @@ def test_the_fetch_outbox_sends_completions_only_after_the_pages_are_acknowledge
     from streams.stages.context import Outbox
 
     for after_delivery, want in (
-        (True, ["parse", "acknowledged", "frontier"]),
+        (True, ["parse (awaited)", "1 acknowledged", "frontier"]),
         (False, ["parse", "frontier"]),
     ):
         ctx = RecordingContext()

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import time
 
 import pytest
 
-from streams.producer import DeliveryFailed, StageProducer
+from streams.producer import Deliveries, DeliveryFailed, StageProducer
 
 
 def closed_port() -> int:
@@ -46,15 +47,15 @@ def _failing_producer(changelog_linger_ms: float | None) -> StageProducer:
     )
 
 
-def test_changelog_records_linger_past_a_stage_flush_but_not_past_a_full_one() -> None:
-    """The fetch stage's flush before its frontier events (changelogs=False) waits for
-    stage messages only; the commit's flush waits for the changelog producer too and
-    reports its failures like the stages'."""
+def test_changelog_records_linger_past_a_stage_wait_but_not_past_a_flush() -> None:
+    """The fetch stage's wait before its frontier events (`wait`) is for its own
+    messages only; the commit's flush waits for the changelog producer too and reports
+    its failures like the stages'."""
     producer = _failing_producer(changelog_linger_ms=200)
     try:
         producer.produce_changelog("seine-hosts-changelog", b"key", b"value", 0)
-        # had it waited for the record, it would have seen it fail (the next test)
-        asyncio.run(producer.flush(timeout=20.0, changelogs=False))
+        # had it waited for the record, it would have seen it fail (below)
+        asyncio.run(producer.wait(Deliveries(), timeout=20.0))
         assert producer.delivery_errors == 0
 
         with pytest.raises(DeliveryFailed, match="1 messages failed delivery"):
@@ -65,11 +66,43 @@ def test_changelog_records_linger_past_a_stage_flush_but_not_past_a_full_one() -
         producer._changelogs = None
 
 
-def test_without_a_changelog_linger_every_flush_takes_the_changelogs() -> None:
+def test_without_a_changelog_linger_a_flush_takes_the_changelogs() -> None:
     producer = _failing_producer(changelog_linger_ms=None)
     try:
         producer.produce_changelog("seine-hosts-changelog", b"key", b"value", 0)
         with pytest.raises(DeliveryFailed, match="1 messages failed delivery"):
-            asyncio.run(producer.flush(timeout=20.0, changelogs=False))
+            asyncio.run(producer.flush(timeout=20.0))
+    finally:
+        producer._producer = None  # type: ignore[assignment]
+
+
+def test_waiting_for_a_flush_s_own_messages_reports_their_failure() -> None:
+    """The fetch stage's outbox waits for its own messages (`wait`) before it sends the
+    completions; one that fails stops it like a failed flush."""
+    producer = _failing_producer(changelog_linger_ms=None)
+    try:
+        awaited = Deliveries()
+        producer.produce("stage-topic", b"a page", 0, awaited=awaited)
+        assert awaited.waiting == 1
+        with pytest.raises(DeliveryFailed, match="1 messages failed delivery"):
+            asyncio.run(producer.wait(awaited, timeout=20.0))
+        assert (awaited.waiting, awaited.failed) == (0, 1)
+    finally:
+        producer._producer = None  # type: ignore[assignment]
+
+
+def test_waiting_for_nothing_does_not_wait_for_what_others_queued() -> None:
+    """A flush waits for everything queued, including what other stages produce while
+    it waits; `wait` only for the messages counted in its `Deliveries`."""
+    producer = StageProducer(
+        f"127.0.0.1:{closed_port()}",
+        **{"message.timeout.ms": 60_000, "log_level": 0},
+    )
+    try:
+        producer.produce("stage-topic", b"another stage's message", 0)
+        started = time.monotonic()
+        asyncio.run(producer.wait(Deliveries(), timeout=30.0))
+        assert time.monotonic() - started < 5.0
+        assert producer.pending() >= 1  # still queued: not waited for
     finally:
         producer._producer = None  # type: ignore[assignment]
