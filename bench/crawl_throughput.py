@@ -692,7 +692,9 @@ def crawl_once(
             notes += [
                 f"seine {log.parent.name}: {line.removeprefix('seine: ')}"
                 for line in lines
-                if line.startswith(("seine: worker CPU", "seine: CPU per stage"))
+                if line.startswith(
+                    ("seine: worker CPU", "seine: CPU per stage", "seine: host cycle")
+                )
             ]
     else:
         notes = [line for line in out_lines if line.startswith("scrapy:")]

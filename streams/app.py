@@ -459,6 +459,14 @@ def create_app(settings: Settings) -> SeineApp:
     async def frontier_step(partition: int, event: dict[str, Any], out: Outbox) -> None:
         if event["tick"]:
             ticks_pending.discard(partition)
+        handled_at = time.time()
+        for completion in event["completions"]:
+            ctx.counters.host_cycle.observe(
+                handled_at,
+                completion.get("dispatched_at", 0.0),
+                completion["finished_at"],
+                completion["elapsed_ms"],
+            )
         dispatched: list[dict[str, Any]] | None = [] if settings.local_dispatch else None
         frontier.handle(
             partition,

@@ -441,6 +441,7 @@ def run_crawl(
             print(f"seine: messages handled per stage topic: {dict(c.done)}")
             latency = {k: round(v, 1) for k, v in c.latency_ms.items()}
             print(f"seine: smoothed produce-to-handle latency (ms): {latency}")
+            print(f"seine: host cycle (dispatch to completion): {c.host_cycle.describe()}")
             filters = seine.ctx.seen_filters
             if filters is not None:
                 print(

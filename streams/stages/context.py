@@ -24,7 +24,7 @@ from streams.core.handoff import HandoffCache
 from streams.core.partitioning import partition_for
 from streams.core.poison import Limits
 from streams.core.stall import offsets_handled
-from streams.core.stats import CrawlTally
+from streams.core.stats import CrawlTally, HostCycle
 from streams.core.urls import host_of, site_key
 from streams.producer import Deliveries, StageProducer
 from streams.settings import Settings
@@ -66,6 +66,8 @@ class Counters:
     started_at: float = field(default_factory=time.time)
     #: Per consumed topic: smoothed milliseconds from produce to handling.
     latency_ms: dict[str, float] = field(default_factory=dict)
+    #: A host's time from a dispatch to its completion at the frontier, in parts.
+    host_cycle: HostCycle = field(default_factory=HostCycle)
     #: This worker's crawl-log records, folded (dashboard, /metrics).
     tally: CrawlTally = field(default_factory=CrawlTally)
     #: Dead letters per stage.
