@@ -77,7 +77,7 @@ def topic_sizes(bootstrap: str, prefix: str, deadline_s: float = 120.0) -> dict[
                         continue
                     if msg.error():
                         continue
-                    offset = msg.offset()
+                    offset = msg.offset() or 0
                     count += 1
                     size += len(msg.key() or b"") + len(msg.value() or b"")
             sizes[name[len(prefix) :]] = [count, size]

@@ -205,6 +205,9 @@ def main() -> None:
                 )
                 app.seine_producer = producer  # type: ignore[attr-defined]
                 filters = SeenFilters(capacity=args.links, error_rate=0.01)
+                # the two tables and their steps differ in type; the bench drives both alike
+                table: Any
+                step: Any
                 if name == "registry":
                     table = RegistryTable(
                         app,

@@ -24,6 +24,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -45,7 +46,8 @@ def urls(n: int, hosts: int) -> Iterator[str]:
 
 def plain_partition_keys(db: Rdict) -> Iterator[bytes]:
     """The rebuild's read of the plain table (url_seen.table_partition_keys at 08ecbff)."""
-    for key in db.keys():  # noqa: SIM118
+    for raw in db.keys():  # noqa: SIM118
+        key = cast(bytes, raw)
         if key.startswith(b"__faust"):
             continue
         if key[:1] == b'"' and b"\\" not in key:

@@ -34,8 +34,8 @@ def test_invalid_seeds_and_malformed_messages_go_to_dead_letters(
     settings = Settings(app_id=app_id, bootstrap=broker.bootstrap, partitions=partitions)
     ensure_topics(settings)
     producer = Producer({"bootstrap.servers": broker.bootstrap})
-    for spec, payload in GARBAGE.items():
-        producer.produce(topology.topic_name(app_id, spec), payload, partition=1)
+    for topic, payload in GARBAGE.items():
+        producer.produce(topology.topic_name(app_id, topic), payload, partition=1)
     assert producer.flush(10) == 0
 
     spec = WebSpec(hosts=4, pages_per_host=8, seed=3)

@@ -240,7 +240,7 @@ def test_a_crawl_survives_the_hostile_web(
         # A black hole never completes the handshake: the connect timer fires, or, when
         # the event loop was held up past both deadlines (a loaded machine), the
         # first-byte or total timer that covers the same wait. Never anything else.
-        want = ("timeout: connect", "timeout: first byte", "timeout: total")
+        want: tuple[str, ...] = ("timeout: connect", "timeout: first byte", "timeout: total")
         if name == "refused":
             want = ("connect: ",)
         reasons = [r["reason"] for r in robots]

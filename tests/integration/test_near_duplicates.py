@@ -101,8 +101,14 @@ def test_near_duplicates_across_hosts(
     port, requests = web
     resolve = {h: f"127.0.0.1:{port}" for h in (HUB, *COPIES)}
     env = {"SEINE_NEAR_DUP_EXTRACT_LINKS": "true"} if extract else {}
+    # mypy matches **dict[str, str] to every keyword, not only to **env_extra
     run = run_crawl(
-        broker, tmp_path / "data", [f"http://{HUB}/"], partitions=4, resolve=resolve, **env
+        broker,
+        tmp_path / "data",
+        [f"http://{HUB}/"],
+        partitions=4,
+        resolve=resolve,
+        **env,  # type: ignore[arg-type]
     )
     assert run.returncode == 0, run.stdout + run.stderr[-3000:]
     summary = re.search(r"(\d+) duplicates, (\d+) near-duplicates", run.stdout)

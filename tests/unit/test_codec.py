@@ -463,7 +463,7 @@ def test_a_candidate_without_url_or_with_a_wrong_type_is_refused_at_encode() -> 
                 codec.encode("url_batch", {"urls": [{"url": "http://a.example/", field: value}]})
 
 
-def _columns(**over: list[Any]) -> dict[str, Any]:
+def _columns(**over: Any) -> dict[str, Any]:
     cols: dict[str, Any] = {
         "url": ["http://a.example/", "http://b.example/"],
         "depth": [0, 1],
@@ -906,7 +906,7 @@ def test_every_parsed_batch_layout_decodes_to_the_same_pages() -> None:
     text = _texts(rng, with_cr=True)
 
     for _ in range(300):
-        pages = []
+        pages: list[dict[str, Any]] = []
         for _ in range(rng.randrange(0, 6)):
             body = rng.choice([None, b"", b"<html>\x00\xff</html>" * rng.randrange(1, 4)])
             page = {
@@ -991,6 +991,7 @@ def test_inconsistent_completions_are_a_decode_error() -> None:
             changed[row][field] = value
         return b"".join(struct.pack(COMPLETION_STRUCT, *r) for r in changed)
 
+    bad: dict[str, Any]
     for bad in (
         {"numbers": done["numbers"][:-1]},
         {"numbers": done["numbers"] + b"\x00"},
@@ -1030,7 +1031,7 @@ def test_every_frontier_event_layout_decodes_to_the_same_event() -> None:
             }
             for _ in range(rng.randrange(0, 6))
         ]
-        urls = [
+        urls: list[dict[str, Any]] = [
             {
                 "url": text() or "http://a.example/",
                 "depth": rng.choice([0, 2, 2**31 - 1]),

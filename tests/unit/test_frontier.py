@@ -1021,7 +1021,8 @@ def test_host_states_are_read_from_memory_until_the_partition_is_forgotten() -> 
     h.hosts["a.example"] = {**written, "pages": 99}  # behind the frontier's back
     assert h.frontier._get("a.example") is written  # its own write, from memory
     h.frontier.forget(0)
-    assert h.frontier._get("a.example")["pages"] == 99  # read from the table again
+    reread = h.frontier._get("a.example")
+    assert reread is not None and reread["pages"] == 99  # read from the table again
     old = frontier_module.HOST_CACHE_SIZE
     frontier_module.HOST_CACHE_SIZE = 3
     try:

@@ -403,7 +403,7 @@ def test_a_failed_batch_goes_to_dead_letters_with_its_bodies(tmp_path: Path) -> 
     message = wire({"pages": out.to(topology.CONTENT_DEDUP)})
 
     class Broken(PageStore):
-        def put_many(self, writes: Any, **kw: Any) -> Any:
+        def put_many(self, writes: Any, **kw: Any) -> Any:  # type: ignore[override]
             raise OSError("disk full")
 
     store = Broken(str(tmp_path / "pages"))

@@ -88,7 +88,8 @@ def run_pipeline(
     fingerprints: dict[int, PartitionedTable] = defaultdict(PartitionedTable)
     band_tables: dict[int, PartitionedTable] = defaultdict(PartitionedTable)
     queue: list[tuple[int, dict[str, Any]]] = [
-        (dedup.dedup_partition(ctx, p["fingerprint"], p["simhash"], 0), p) for p in pages
+        (dedup.dedup_partition(ctx, p["fingerprint"], p["simhash"], 0), p)  # type: ignore[arg-type]
+        for p in pages
     ]
     out_items: dict[str, dict[str, Any]] = {}
     logs: list[dict[str, Any]] = []
@@ -246,7 +247,7 @@ def test_band_keys_route_each_band_to_its_own_partition_key() -> None:
     fp = 0xFFFF_0000_1234_ABCD
     keys = [dedup.band_key(to_signed(fp), b, 3) for b in range(4)]
     assert keys == [f"b{k:x}" for k in bands(fp, 3)] and len(set(keys)) == 4
-    parts = {dedup.dedup_partition(ctx, "f", to_signed(fp), b) for b in range(4)}
+    parts = {dedup.dedup_partition(ctx, "f", to_signed(fp), b) for b in range(4)}  # type: ignore[arg-type]
     assert parts <= set(range(64))
 
 

@@ -27,7 +27,9 @@ def req(method: str, path: str, body: bytes = b"", **headers: str) -> Request:
     query: dict[str, str] = {}
     if "?" in path:
         path, _, qs = path.partition("?")
-        query = dict(p.split("=", 1) if "=" in p else (p, "") for p in qs.split("&"))
+        for part in qs.split("&"):
+            name, _, value = part.partition("=")
+            query[name] = value
     return Request(
         method, path, query, {k.lower().replace("_", "-"): v for k, v in headers.items()}, body
     )

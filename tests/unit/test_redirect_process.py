@@ -75,7 +75,8 @@ def test_table_key_is_the_code_tables_key_encoding() -> None:
     app = faust.App("keys", broker="kafka://127.0.0.1:1")
     table = app.Table("links", default=None, partitions=PARTITIONS, key_type=str)
     for code in ("abcDEF1", "0000000", "zzzzzzz"):
-        expected = app.serializers.dumps_key(str, code, serializer=table.key_serializer)
+        serializer = table.key_serializer  # type: ignore[attr-defined]
+        expected = app.serializers.dumps_key(str, code, serializer=serializer)
         assert table_key(code) == expected
 
 

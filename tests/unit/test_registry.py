@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -206,7 +206,7 @@ def test_holds_says_what_url_of_says() -> None:
 
 
 def _db_items(reg: UrlRegistry) -> list[tuple[bytes, bytes]]:
-    return [(bytes(k), bytes(v)) for k, v in reg._db.items()]
+    return [(bytes(cast(bytes, k)), bytes(cast(bytes, v))) for k, v in reg._db.items()]
 
 
 @pytest.mark.parametrize("cache_size", [4, 1 << 15])
@@ -332,6 +332,7 @@ def test_add_inlinks_grows_the_count_and_keeps_the_rest_of_the_record(tmp_path: 
             old = old if isinstance(old, dict) else None
             want = {**(old or {}), "in": int((old or {}).get("in", 1)) + i + 1}
             stored = reg._db[registry_module.key_of(url)]
+            assert stored is not None
             assert stored == _value(url) + STATE_SEP + orjson.dumps(want)
-            assert stored[:8] == before[url][:8]
+            assert stored[:8] == before[url][:8]  # type: ignore[index]
             assert changes[i] == (url, old, want, orjson.dumps(want))

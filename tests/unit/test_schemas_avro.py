@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 from importlib import resources
+from typing import Any
 
 import avro.io
 import avro.schema
@@ -13,7 +14,7 @@ import pytest
 
 from streams import codec
 
-EXAMPLES = {
+EXAMPLES: dict[str, Any] = {
     "seed": {"url": "http://example.com/", "priority": 2},
     "url_batch": {
         "urls": [

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -236,6 +237,7 @@ def test_compression_reaches_the_stage_producer() -> None:
     assert Settings().compression == "lz4"
     s = load_settings(environ={"SEINE_COMPRESSION": "zstd"})
     assert s.compression == "zstd"
-    StageProducer("127.0.0.1:9", **{"compression.type": s.compression}).close(0)
+    config: dict[str, Any] = {"compression.type": s.compression}
+    StageProducer("127.0.0.1:9", **config).close(0)
     with pytest.raises(KafkaException):
-        StageProducer("127.0.0.1:9", **{"compression.type": "brotli"})
+        StageProducer("127.0.0.1:9", **{**config, "compression.type": "brotli"})

@@ -378,8 +378,13 @@ def test_each_trap_guard_ends_in_the_crawl_log_with_its_reason(url: str, reason:
     sites: dict[str, Any] = {}
     out = FakeOutbox()
     url_filter.handle(
-        0, candidates([url, "http://example.com/ok"]), FilterConfig(), set(), sites, out
-    )  # type: ignore[arg-type]
+        0,
+        candidates([url, "http://example.com/ok"]),
+        FilterConfig(),
+        set(),
+        sites,
+        out,  # type: ignore[arg-type]
+    )
     assert out.urls == ["http://example.com/ok"]  # the batch's other URL carries on
     assert [(r["url"], r["stage"], r["outcome"], r["reason"]) for r in out.logs] == [
         (url, "url-filter", "filtered", reason)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -38,7 +38,7 @@ def seen(tmp_path: Path) -> Iterator[UrlRegistry]:
 
 
 def keys_of(registry: UrlRegistry) -> list[bytes]:
-    return list(registry._db.keys())
+    return cast(list[bytes], list(registry._db.keys()))
 
 
 def test_each_url_passes_once_even_with_a_filter_that_is_mostly_false_positives(
