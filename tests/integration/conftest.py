@@ -120,6 +120,7 @@ def read_topic(bootstrap: str, topic: str, want: int, deadline_s: float = 20.0) 
     the embedded broker) until `want` messages arrived or the deadline passed."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
+
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -159,6 +160,8 @@ def read_to_end(bootstrap: str, topic: str, deadline_s: float = 20.0) -> list[An
     """
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
+    from streams.kafka_tuning import true_highwaters
+
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -169,10 +172,13 @@ def read_to_end(bootstrap: str, topic: str, deadline_s: float = 20.0) -> list[An
     out: list[Any] = []
     try:
         meta = consumer.list_topics(topic, timeout=10).topics[topic]
-        ends = {
-            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+        listed = {
+            (topic, p): consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
             for p in meta.partitions
         }
+        # Tansu lists a partition's end as its last record batch's start plus one
+        # (streams/kafka_tuning.py): reading up to that misses the rest of that batch
+        ends = {p: end for (_t, p), end in true_highwaters(bootstrap, listed).items()}
         todo = {p for p, end in ends.items() if end > 0}
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in todo])
         deadline = time.monotonic() + deadline_s
