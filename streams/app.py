@@ -18,6 +18,7 @@ import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import faust
@@ -52,6 +53,7 @@ from streams.settings import Settings, gc_thresholds
 from streams.stages import dedup, frontier, link_extract, parse, seeds, url_filter, url_seen
 from streams.stages.context import BATCH_FIELD, Outbox, StageContext
 from streams.stages.fetch import FetchStage
+from streams.stages.frontier import EarlyCompletions
 from streams.tables import FRONTIER_STORE_OPTIONS, ProducedTable
 from streams.web.observe import register_observe
 from streams.web.pages import register_pages
@@ -89,6 +91,8 @@ class SeineApp:
     #: monotonic time the drain started; None while crawling normally.
     draining_since: float | None = None
     drained_since: float | None = None
+    #: Completions handled at their fetch's end (`Settings.local_completion`).
+    early_completions: EarlyCompletions = field(default_factory=EarlyCompletions)
 
     def status(self) -> dict[str, Any]:
         """This worker's counters, for a supervisor that sums them over workers."""
@@ -107,6 +111,8 @@ class SeineApp:
             ),
             "stale_fetches_skipped": self.fetch.stale_skipped,
             "fetches_started_at_dispatch": self.fetch.started_at_dispatch,
+            "completions_at_fetch_end": self.early_completions.handled,
+            "completion_copies_skipped": self.early_completions.copies_skipped,
             "duplicate_fetch_requests": self.frontier.duplicate_requests,
             # fetches in flight at an adoption whose pages were stored already
             "adopted_stored": self.frontier.adopted_stored,
@@ -185,6 +191,17 @@ class SeineApp:
 def set_current_event(event: Any) -> None:
     """Point Faust's current-event context at `event` (tables read its partition)."""
     faust_streams._current_event.set(weakref.ref(event))
+
+
+class LocalEvent:
+    """Stands for a frontier message while this worker's frontier handles a completion
+    at its fetch's end (`Settings.local_completion`): table writes go to the changelog
+    partition of the current event, and only its topic and partition are read."""
+
+    __slots__ = ("__weakref__", "message")
+
+    def __init__(self, topic: str, partition: int) -> None:
+        self.message = SimpleNamespace(topic=topic, partition=partition, offset=None)
 
 
 def current_offset() -> int | None:
@@ -456,9 +473,10 @@ def create_app(settings: Settings) -> SeineApp:
         ),
     )
 
-    async def frontier_step(partition: int, event: dict[str, Any], out: Outbox) -> None:
-        if event["tick"]:
-            ticks_pending.discard(partition)
+    frontier_topic = topology.topic_name(settings.app_id, topology.FRONTIER)
+    early_completions = seine.early_completions
+
+    async def apply_frontier_event(partition: int, event: dict[str, Any], out: Outbox) -> None:
         handled_at = time.time()
         for completion in event["completions"]:
             ctx.counters.host_cycle.observe(
@@ -486,6 +504,50 @@ def create_app(settings: Settings) -> SeineApp:
             for request in dispatched:
                 await fetch_stage.start_dispatched(partition, request)
 
+    async def frontier_step(partition: int, event: dict[str, Any], out: Outbox) -> None:
+        if event["tick"]:
+            ticks_pending.discard(partition)
+        if len(early_completions):
+            event["completions"] = early_completions.without_copies(event["completions"])
+        await apply_frontier_event(partition, event, out)
+
+    completion_outbox = ctx.outbox()
+
+    async def complete_at_fetch_end(partition: int, event: dict[str, Any]) -> None:
+        """The fetch stage has sent these completions to the frontier topic, their pages
+        acknowledged: apply them here at once when this worker's frontier holds the
+        partition, so the hosts' next fetches are dispatched (and started, see
+        `FetchStage.start_dispatched`) without waiting for the copy's way through the
+        broker, Faust's consumer and the frontier agent's turn; the copy is skipped
+        when it comes. Table writes go to the partition's changelog, as the copy's
+        handling would have written them. A worker killed after this and before the
+        copy's offset is committed reads the copy again: `Frontier.complete` ignores
+        an answer to a dispatch no longer in flight."""
+        if (
+            app.rebalancing
+            or seine.draining_since is not None
+            or partition not in fetch_stage.local_partitions
+            or not the_frontier.knows_partition(partition)
+            or not event["completions"]
+        ):
+            return
+        cpu_before = time.thread_time()
+        standin = LocalEvent(frontier_topic, partition)
+        token = faust_streams._current_event.set(weakref.ref(standin))  # type: ignore[arg-type]
+        try:
+            early_completions.mark(partition, event["completions"])
+            local_event = {"new_urls": [], "completions": event["completions"], "tick": False}
+            await apply_frontier_event(partition, local_event, completion_outbox)
+            await completion_outbox.flush()
+        except Exception:  # the copy on the topic is skipped: say so loudly
+            log.exception("frontier: completions at a fetch's end failed")
+        finally:
+            faust_streams._current_event.reset(token)
+            ctx.counters.stage_cpu["frontier"] += time.thread_time() - cpu_before
+
+    if settings.local_completion:
+        fetch_stage.out.on_frontier_sent = complete_at_fetch_end
+
     agent(topology.FRONTIER, "frontier", frontier_step)
     agent(topology.FETCH, "fetch", lambda p, batch, out: fetch_stage.submit(p, batch))
     agent(topology.PARSE, "parse", lambda p, batch, out: parse.handle(ctx, batch, out))
@@ -512,12 +574,14 @@ def create_app(settings: Settings) -> SeineApp:
         """Fetches finish one by one; send their results in coalesced batches."""
         while not app.should_stop:
             await asyncio.sleep(settings.batch_linger)
-            cpu_before = time.thread_time()
-            await fetch_stage.out.flush()
-            ctx.counters.stage_cpu["fetch"] += time.thread_time() - cpu_before
+            out = fetch_stage.out
+            cpu_before, elsewhere_before = time.thread_time(), out.cpu_elsewhere
+            await out.flush()
+            ctx.counters.stage_cpu["fetch"] += (time.thread_time() - cpu_before) - (
+                out.cpu_elsewhere - elsewhere_before
+            )
 
     lease_ticks: dict[int, float] = {}
-    frontier_topic = topology.topic_name(settings.app_id, topology.FRONTIER)
 
     def unadopted_partitions() -> list[int]:
         """Frontier partitions this worker was assigned but has not adopted yet.
@@ -551,6 +615,7 @@ def create_app(settings: Settings) -> SeineApp:
             if tp.topic == frontier_topic:
                 the_frontier.forget(tp.partition)
                 ticks_pending.discard(tp.partition)
+        early_completions.forget({tp.partition for tp in revoked if tp.topic == frontier_topic})
         if cancelled:
             log.info("rebalance: %d fetches in flight cancelled, to be redone", cancelled)
 

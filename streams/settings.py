@@ -76,6 +76,13 @@ class Settings:
     #: flight per host, a host's pace is its cycle (dispatch, fetch, completion back
     #: at the frontier), and the fetch topic's hop was ~90 of its ~250 ms under load.
     local_dispatch: bool = True
+    #: Hand a fetch's completion to the frontier of this worker as soon as its page is
+    #: acknowledged, when this worker holds the host's frontier partition (it does: the
+    #: topics are co-partitioned), so the host's next fetch is dispatched, and started,
+    #: without the completion's hop through the frontier topic (100-150 of a ~200 ms
+    #: cycle under load). The completion still goes to the topic, where its copy is
+    #: skipped.
+    local_completion: bool = True
     #: Seconds a dispatched fetch may stay unanswered before the frontier re-dispatches it.
     fetch_lease: float = 120.0
     robots_retry: float = 60.0

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -132,6 +132,13 @@ class Outbox:
         self._logs: list[tuple[int, dict[str, Any]]] = []
         #: Frontier events of a flush waiting for the rest of it to be acknowledged.
         self._held = 0
+        #: Called with each frontier event once it is sent (the fetch stage's: its
+        #: completions handled at once by this worker's frontier, see create_app).
+        self.on_frontier_sent: Callable[[int, dict[str, Any]], Awaitable[None]] | None = None
+        #: Event-loop thread CPU seconds that passed inside flushes but were not the
+        #: flush's own: other tasks run while it waits for deliveries, and
+        #: `on_frontier_sent` counts its work to its own stage.
+        self.cpu_elsewhere = 0.0
 
     @property
     def pending(self) -> int:
@@ -177,16 +184,22 @@ class Outbox:
             await ctx.send(topology.CRAWL_LOG, partition, value, awaited=awaited)
         if awaited is not None:
             self._held = len(frontier)
+            paused = time.thread_time()
             try:
                 await ctx.producer.wait(awaited)
             finally:
                 self._held = 0
+                self.cpu_elsewhere += time.thread_time() - paused
         for partition, event in frontier.items():
             await ctx.send(
                 topology.FRONTIER,
                 partition,
                 codec.encode("frontier_event", {**event, "tick": False}),
             )
+            if self.on_frontier_sent is not None:
+                paused = time.thread_time()
+                await self.on_frontier_sent(partition, event)
+                self.cpu_elsewhere += time.thread_time() - paused
 
 
 def _chunks(batch: list[Any]) -> list[list[Any]]:

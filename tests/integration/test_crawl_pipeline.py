@@ -17,6 +17,7 @@ import pytest
 from streams.broker import EmbeddedBroker
 from streams.demo.server import read_request_log, start_server_process
 from streams.demo.webgen import WebSpec
+from streams.multiworker import STATUS_FILE, read_status, worker_dir
 from streams.resume import url_states
 from streams.storeset import open_stores
 from tests.integration.conftest import crawl_env, run_crawl, run_seine
@@ -52,6 +53,13 @@ def test_crawl_of_the_demo_web(
     assert "pages stored" in run.stdout
     # every body parse kept was found by link-extract (no rebalance mid-crawl here)
     assert " 0 hand-off misses" in run.stdout, run.stdout[-2000:]
+    if workers > 1:
+        # completions were applied at their fetch's end, and every copy that came
+        # through the frontier topic afterwards was dropped (no rebalance mid-crawl)
+        statuses = [read_status(worker_dir(run.data_dir, i) / STATUS_FILE) for i in range(workers)]
+        early = sum(s["completions_at_fetch_end"] for s in statuses if s)
+        skipped = sum(s["completion_copies_skipped"] for s in statuses if s)
+        assert early > 0 and skipped == early, (early, skipped)
 
     expected = web.reachable_allowed()
     with open_stores(run.data_dir) as store:

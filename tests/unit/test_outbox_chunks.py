@@ -192,3 +192,30 @@ def test_the_fetch_outbox_sends_completions_only_after_the_pages_are_acknowledge
     out.add_frontier(0, "completions", completion("https://example.com/robots.txt"))
     asyncio.run(out.flush())
     assert ctx.order == ["frontier"]
+
+
+def test_the_fetch_outbox_hands_each_frontier_event_on_once_it_is_sent() -> None:
+    """`on_frontier_sent` (the frontier of this worker applying the completions at
+    once) sees an event only after its pages were acknowledged and it was sent, so
+    what it records can never be ahead of what a successor would read."""
+    import asyncio
+
+    from streams.stages.context import Outbox
+
+    ctx = RecordingContext()
+    out = Outbox(ctx, frontier_after_delivery=True)  # type: ignore[arg-type]
+
+    async def applied(partition: int, event: dict[str, Any]) -> None:
+        urls = [c["url"] for c in event["completions"]]
+        ctx.order.append(f"applied {partition} {urls}")
+
+    out.on_frontier_sent = applied
+    out.add(topology.PARSE, 1, page(1, 10))
+    out.add_frontier(1, "completions", completion("https://example.com/1"))
+    asyncio.run(out.flush())
+    assert ctx.order == [
+        "parse (awaited)",
+        "1 acknowledged",
+        "frontier",
+        "applied 1 ['https://example.com/1']",
+    ]
