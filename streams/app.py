@@ -539,7 +539,8 @@ def create_app(settings: Settings) -> SeineApp:
             local_event = {"new_urls": [], "completions": event["completions"], "tick": False}
             await apply_frontier_event(partition, local_event, completion_outbox)
             await completion_outbox.flush()
-        except Exception:  # the copy on the topic is skipped: say so loudly
+        except Exception:  # the copies on the topic will be applied instead
+            early_completions.unmark(event["completions"])
             log.exception("frontier: completions at a fetch's end failed")
         finally:
             faust_streams._current_event.reset(token)

@@ -57,6 +57,13 @@ class EarlyCompletions:
             self._pending[(completion["host"], completion.get("dispatched_at", 0.0))] = partition
             self.handled += 1
 
+    def unmark(self, completions: Iterable[Mapping[str, Any]]) -> None:
+        """Their early handling failed: let the copies be applied when they come."""
+        for completion in completions:
+            key = (completion["host"], completion.get("dispatched_at", 0.0))
+            if self._pending.pop(key, None) is not None:
+                self.handled -= 1
+
     def without_copies(self, completions: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """`completions` less the copies of those handled early (each dropped once)."""
         if not self._pending or not completions:

@@ -44,3 +44,12 @@ def test_a_revoked_partition_forgets_its_early_completions() -> None:
     assert len(early) == 1
     copies = [_completion("a.test", 1.0), _completion("b.test", 2.0)]
     assert early.without_copies(copies) == [_completion("b.test", 2.0)]
+
+
+def test_completions_whose_early_handling_failed_are_applied_from_their_copies() -> None:
+    early = EarlyCompletions()
+    batch = [_completion("a.test", 1.0), _completion("b.test", 2.0)]
+    early.mark(0, batch)
+    early.unmark(batch)
+    assert len(early) == 0 and early.handled == 0
+    assert early.without_copies(batch) == batch
