@@ -120,7 +120,6 @@ def read_topic(bootstrap: str, topic: str, want: int, deadline_s: float = 20.0) 
     the embedded broker) until `want` messages arrived or the deadline passed."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
