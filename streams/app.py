@@ -53,7 +53,6 @@ from streams.settings import Settings, gc_thresholds
 from streams.stages import dedup, frontier, link_extract, parse, seeds, url_filter, url_seen
 from streams.stages.context import BATCH_FIELD, Outbox, StageContext
 from streams.stages.fetch import FetchStage
-from streams.stages.frontier import EarlyCompletions
 from streams.tables import FRONTIER_STORE_OPTIONS, ProducedTable
 from streams.web.observe import register_observe
 from streams.web.pages import register_pages
@@ -91,8 +90,6 @@ class SeineApp:
     #: monotonic time the drain started; None while crawling normally.
     draining_since: float | None = None
     drained_since: float | None = None
-    #: Completions handled at their fetch's end (`Settings.local_completion`).
-    early_completions: EarlyCompletions = field(default_factory=EarlyCompletions)
 
     def status(self) -> dict[str, Any]:
         """This worker's counters, for a supervisor that sums them over workers."""
@@ -111,8 +108,7 @@ class SeineApp:
             ),
             "stale_fetches_skipped": self.fetch.stale_skipped,
             "fetches_started_at_dispatch": self.fetch.started_at_dispatch,
-            "completions_at_fetch_end": self.early_completions.handled,
-            "completion_copies_skipped": self.early_completions.copies_skipped,
+            "completions_at_fetch_end": c.completions_at_fetch_end,
             "duplicate_fetch_requests": self.frontier.duplicate_requests,
             # fetches in flight at an adoption whose pages were stored already
             "adopted_stored": self.frontier.adopted_stored,
@@ -474,7 +470,6 @@ def create_app(settings: Settings) -> SeineApp:
     )
 
     frontier_topic = topology.topic_name(settings.app_id, topology.FRONTIER)
-    early_completions = seine.early_completions
 
     async def apply_frontier_event(partition: int, event: dict[str, Any], out: Outbox) -> None:
         handled_at = time.time()
@@ -500,54 +495,56 @@ def create_app(settings: Settings) -> SeineApp:
             stored_since=store.fetched_since,
             dispatched=dispatched,
         )
-        if dispatched and not app.rebalancing:
-            for request in dispatched:
-                await fetch_stage.start_dispatched(partition, request)
+        for request in dispatched or ():
+            # started here at once, or sent through the fetch topic
+            if app.rebalancing or not await fetch_stage.start_dispatched(partition, request):
+                out.add(topology.FETCH, partition, request)
 
     async def frontier_step(partition: int, event: dict[str, Any], out: Outbox) -> None:
         if event["tick"]:
             ticks_pending.discard(partition)
-        if len(early_completions):
-            event["completions"] = early_completions.without_copies(event["completions"])
         await apply_frontier_event(partition, event, out)
 
     completion_outbox = ctx.outbox()
 
-    async def complete_at_fetch_end(partition: int, event: dict[str, Any]) -> None:
-        """The fetch stage has sent these completions to the frontier topic, their pages
-        acknowledged: apply them here at once when this worker's frontier holds the
-        partition, so the hosts' next fetches are dispatched (and started, see
-        `FetchStage.start_dispatched`) without waiting for the copy's way through the
-        broker, Faust's consumer and the frontier agent's turn; the copy is skipped
-        when it comes. Table writes go to the partition's changelog, as the copy's
-        handling would have written them. A worker killed after this and before the
-        copy's offset is committed reads the copy again: `Frontier.complete` ignores
-        an answer to a dispatch no longer in flight."""
+    async def complete_at_fetch_end(partition: int, event: dict[str, Any]) -> bool:
+        """Apply a frontier event of the fetch stage (its completions; their pages are
+        acknowledged) here at once instead of sending it, when this worker's frontier
+        holds the partition (it does: the topics are co-partitioned): the hosts' next
+        fetches are dispatched, and started (`FetchStage.start_dispatched`), without
+        the completions' way through the broker, Faust's consumer and the frontier
+        agent's turn. False (then the event is sent) during a rebalance or a drain,
+        before the frontier has adopted the partition, or if applying failed.
+
+        The table writes go to the partition's changelogs, as the agent's would, and
+        they are the completions' record: the message would have been produced in the
+        same instant, so a kill that loses those writes would mostly have lost it too,
+        and its successor re-dispatches what the tables say was in flight."""
         if (
             app.rebalancing
             or seine.draining_since is not None
             or partition not in fetch_stage.local_partitions
             or not the_frontier.knows_partition(partition)
-            or not event["completions"]
         ):
-            return
+            return False
         cpu_before = time.thread_time()
         standin = LocalEvent(frontier_topic, partition)
         token = faust_streams._current_event.set(weakref.ref(standin))  # type: ignore[arg-type]
         try:
-            early_completions.mark(partition, event["completions"])
             local_event = {"new_urls": [], "completions": event["completions"], "tick": False}
             await apply_frontier_event(partition, local_event, completion_outbox)
             await completion_outbox.flush()
-        except Exception:  # the copies on the topic will be applied instead
-            early_completions.unmark(event["completions"])
+        except Exception:  # sent instead; the agent applies what is still to apply
             log.exception("frontier: completions at a fetch's end failed")
+            return False
         finally:
             faust_streams._current_event.reset(token)
             ctx.counters.stage_cpu["frontier"] += time.thread_time() - cpu_before
+        ctx.counters.completions_at_fetch_end += len(event["completions"])
+        return True
 
     if settings.local_completion:
-        fetch_stage.out.on_frontier_sent = complete_at_fetch_end
+        fetch_stage.out.apply_frontier = complete_at_fetch_end
 
     agent(topology.FRONTIER, "frontier", frontier_step)
     agent(topology.FETCH, "fetch", lambda p, batch, out: fetch_stage.submit(p, batch))
@@ -616,7 +613,6 @@ def create_app(settings: Settings) -> SeineApp:
             if tp.topic == frontier_topic:
                 the_frontier.forget(tp.partition)
                 ticks_pending.discard(tp.partition)
-        early_completions.forget({tp.partition for tp in revoked if tp.topic == frontier_topic})
         if cancelled:
             log.info("rebalance: %d fetches in flight cancelled, to be redone", cancelled)
 

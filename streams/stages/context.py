@@ -57,6 +57,9 @@ class Counters:
     done: Counter[str] = field(default_factory=Counter)
     outcomes: Counter[str] = field(default_factory=Counter)
     fetch_in_flight: int = 0
+    #: Fetch completions this worker's frontier applied at the fetch's end, without
+    #: their message (`Settings.local_completion`).
+    completions_at_fetch_end: int = 0
     pages_stored: int = 0
     bytes_fetched: int = 0
     dead_letters: int = 0
@@ -132,12 +135,14 @@ class Outbox:
         self._logs: list[tuple[int, dict[str, Any]]] = []
         #: Frontier events of a flush waiting for the rest of it to be acknowledged.
         self._held = 0
-        #: Called with each frontier event once it is sent (the fetch stage's: its
-        #: completions handled at once by this worker's frontier, see create_app).
-        self.on_frontier_sent: Callable[[int, dict[str, Any]], Awaitable[None]] | None = None
+        #: Offered each frontier event when it is due to be sent (after the rest of the
+        #: flush is acknowledged): True means it was applied here, and is not sent. The
+        #: fetch stage's: this worker's frontier applies its completions at once, see
+        #: `complete_at_fetch_end` in create_app.
+        self.apply_frontier: Callable[[int, dict[str, Any]], Awaitable[bool]] | None = None
         #: Event-loop thread CPU seconds that passed inside flushes but were not the
         #: flush's own: other tasks run while it waits for deliveries, and
-        #: `on_frontier_sent` counts its work to its own stage.
+        #: `apply_frontier` counts its work to its own stage.
         self.cpu_elsewhere = 0.0
 
     @property
@@ -182,24 +187,29 @@ class Outbox:
             ctx.counters.tally.add(record)
             value = codec.encode("crawl_log", record)
             await ctx.send(topology.CRAWL_LOG, partition, value, awaited=awaited)
-        if awaited is not None:
-            self._held = len(frontier)
-            paused = time.thread_time()
-            try:
-                await ctx.producer.wait(awaited)
-            finally:
-                self._held = 0
-                self.cpu_elsewhere += time.thread_time() - paused
-        for partition, event in frontier.items():
-            await ctx.send(
-                topology.FRONTIER,
-                partition,
-                codec.encode("frontier_event", {**event, "tick": False}),
-            )
-            if self.on_frontier_sent is not None:
+        # held (pending, for idle detection) until each is applied here or sent
+        self._held = len(frontier)
+        try:
+            if awaited is not None:
                 paused = time.thread_time()
-                await self.on_frontier_sent(partition, event)
-                self.cpu_elsewhere += time.thread_time() - paused
+                try:
+                    await ctx.producer.wait(awaited)
+                finally:
+                    self.cpu_elsewhere += time.thread_time() - paused
+            for partition, event in frontier.items():
+                if self.apply_frontier is not None:
+                    paused = time.thread_time()
+                    applied = await self.apply_frontier(partition, event)
+                    self.cpu_elsewhere += time.thread_time() - paused
+                    if applied:
+                        continue
+                await ctx.send(
+                    topology.FRONTIER,
+                    partition,
+                    codec.encode("frontier_event", {**event, "tick": False}),
+                )
+        finally:
+            self._held = 0
 
 
 def _chunks(batch: list[Any]) -> list[list[Any]]:

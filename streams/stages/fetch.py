@@ -66,20 +66,18 @@ class FetchStage:
         #: Fetch partitions this worker holds: a frontier dispatch of one of these
         #: may start here at once (:meth:`start_dispatched`).
         self.local_partitions: set[int] = set()
-        #: (host, dispatched_at) → partition of requests started at their dispatch,
-        #: whose copy on the fetch topic is still to come (and to be skipped).
-        self._started_early: dict[tuple[str, float], int] = {}
-        #: Requests started at their dispatch, and copies of them skipped on arrival.
+        #: Requests started at their dispatch.
         self.started_at_dispatch = 0
-        self.early_copies_skipped = 0
 
     async def start_dispatched(self, partition: int, request: dict[str, Any]) -> bool:
         """Start a request the frontier of this worker has just dispatched, without
-        waiting for its message: under load a hop through the broker took 50-100 ms,
-        a third of a host's cycle (dispatch, fetch, completion back at the frontier),
-        and one request in flight per host makes that cycle the crawl's pace. The
-        message still goes to the fetch topic (the record of the request, and the way
-        when another worker holds the partition); its copy is skipped when it comes.
+        sending it through the fetch topic: under load a hop through the broker took
+        50-100 ms, a third of a host's cycle (dispatch, fetch, completion back at the
+        frontier), and one request in flight per host makes that cycle the crawl's
+        pace. Only a request this returns False for goes to the fetch topic (the way
+        when another worker holds the partition). Nothing is lost by not sending the
+        others: after a kill, the successor's frontier re-dispatches the fetches the
+        tables say were in flight, and would skip an older request's message anyway.
 
         Called while the frontier's event is current: the revisit record read here is
         in the same partition. Starts nothing (False) when the partition is not held
@@ -87,22 +85,16 @@ class FetchStage:
         does not let it (``claim``)."""
         if partition not in self.local_partitions or self._slots.locked():
             return False
-        host, dispatched_at = request["host"], request["dispatched_at"]
-        if self.claim is not None and not self.claim(host, dispatched_at):
+        if self.claim is not None and not self.claim(request["host"], request["dispatched_at"]):
             return False
         await self._slots.acquire()  # free (checked above): does not suspend
-        self._started_early[(host, dispatched_at)] = partition
         self.started_at_dispatch += 1
         self._start(partition, request, self._revisit_headers(request))
         return True
 
     def forget_partitions(self, partitions: set[int]) -> None:
-        """A rebalance takes these fetch partitions away: start nothing of them early,
-        and forget the requests started early whose copies will now go elsewhere."""
+        """A rebalance takes these fetch partitions away: start nothing of them early."""
         self.local_partitions -= partitions
-        for key, partition in list(self._started_early.items()):
-            if partition in partitions:
-                del self._started_early[key]
 
     def _revisit_headers(self, request: dict[str, Any]) -> dict[str, str] | None:
         if self.revisits is None or request["kind"] != "page":
@@ -122,10 +114,6 @@ class FetchStage:
 
     async def submit(self, partition: int, batch: dict[str, Any]) -> None:
         for request in batch["requests"]:
-            key = (request["host"], request["dispatched_at"])
-            if self._started_early.pop(key, None) is not None:
-                self.early_copies_skipped += 1
-                continue
             headers = self._revisit_headers(request)
             await self._slots.acquire()
             # asked after the wait for a slot: a rebalance may have come meanwhile

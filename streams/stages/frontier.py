@@ -34,57 +34,6 @@ class StateRegistry(Protocol):
 log = logging.getLogger("seine.frontier")
 
 
-class EarlyCompletions:
-    """Completions this worker's frontier handled at their fetch's end
-    (`Settings.local_completion`), whose copies on the frontier topic are still to
-    come: a copy is dropped from its event when it comes, so the completion is
-    applied, logged and recorded once. (Applying it twice would change nothing in the
-    host's state, `Frontier.complete` ignores an answer to a dispatch not in flight,
-    but would write the URL's state again.)"""
-
-    def __init__(self) -> None:
-        #: (host, dispatched_at) → frontier partition.
-        self._pending: dict[tuple[str, float], int] = {}
-        #: Completions handled at their fetch's end, and copies of them dropped.
-        self.handled = 0
-        self.copies_skipped = 0
-
-    def __len__(self) -> int:
-        return len(self._pending)
-
-    def mark(self, partition: int, completions: Iterable[Mapping[str, Any]]) -> None:
-        for completion in completions:
-            self._pending[(completion["host"], completion.get("dispatched_at", 0.0))] = partition
-            self.handled += 1
-
-    def unmark(self, completions: Iterable[Mapping[str, Any]]) -> None:
-        """Their early handling failed: let the copies be applied when they come."""
-        for completion in completions:
-            key = (completion["host"], completion.get("dispatched_at", 0.0))
-            if self._pending.pop(key, None) is not None:
-                self.handled -= 1
-
-    def without_copies(self, completions: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """`completions` less the copies of those handled early (each dropped once)."""
-        if not self._pending or not completions:
-            return completions
-        pending = self._pending
-        fresh = [
-            c
-            for c in completions
-            if pending.pop((c["host"], c.get("dispatched_at", 0.0)), None) is None
-        ]
-        self.copies_skipped += len(completions) - len(fresh)
-        return fresh
-
-    def forget(self, partitions: set[int]) -> None:
-        """A rebalance takes these frontier partitions away: their copies go elsewhere,
-        where nothing was handled early, and are applied there."""
-        for key, partition in list(self._pending.items()):
-            if partition in partitions:
-                del self._pending[key]
-
-
 def handle(
     partition: int,
     event: dict[str, Any],
@@ -115,8 +64,9 @@ def handle(
     `stored_since` (the page store's `fetched_since`) lets an adoption skip a fetch
     in flight at a crash whose page is stored already (`Frontier.adopt`).
 
-    `dispatched` collects the fetch requests this event sends, for the caller to
-    start at once in this worker (`FetchStage.start_dispatched`).
+    `dispatched` collects the fetch requests this event makes, for the caller to
+    start at once in this worker (`FetchStage.start_dispatched`) and to send to the
+    fetch topic those it could not start; without it they are all sent.
 
     A URL url-seen sends again (`RESEND_VIA`: registered but, as far as url-seen
     could tell, never queued) is queued only if the registry holds no state of the
@@ -194,9 +144,10 @@ def handle(
             log.exception("frontier: recording %d URL states failed", len(states))
     for due in dispatches:
         request = _request(due)
-        out.add(topology.FETCH, partition, request)
         if dispatched is not None:
             dispatched.append(request)
+        else:
+            out.add(topology.FETCH, partition, request)
     for decision in decisions:
         if done is not None:
             done[decision.url] = decision.outcome

@@ -54,12 +54,13 @@ def test_crawl_of_the_demo_web(
     # every body parse kept was found by link-extract (no rebalance mid-crawl here)
     assert " 0 hand-off misses" in run.stdout, run.stdout[-2000:]
     if workers > 1:
-        # completions were applied at their fetch's end, and every copy that came
-        # through the frontier topic afterwards was dropped (no rebalance mid-crawl)
+        # fetches started at their dispatch and completions applied at the fetch's end,
+        # in each worker, without their messages (the checks below: nothing lost)
         statuses = [read_status(worker_dir(run.data_dir, i) / STATUS_FILE) for i in range(workers)]
-        early = sum(s["completions_at_fetch_end"] for s in statuses if s)
-        skipped = sum(s["completion_copies_skipped"] for s in statuses if s)
-        assert early > 0 and skipped == early, (early, skipped)
+        for status in statuses:
+            assert status is not None
+            assert status["fetches_started_at_dispatch"] > 0, status
+            assert status["completions_at_fetch_end"] > 0, status
 
     expected = web.reachable_allowed()
     with open_stores(run.data_dir) as store:

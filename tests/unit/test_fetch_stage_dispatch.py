@@ -1,9 +1,9 @@
 """A fetch started at its dispatch (`FetchStage.start_dispatched`).
 
 The frontier of a worker hands the requests it dispatches straight to the fetch stage
-of the same worker, which starts them without waiting for their message; the message
-still comes through the fetch topic, and that copy must not fetch the URL again. A real
-loopback server counts what each case asks of it.
+of the same worker, which starts them without any message; a request it refuses goes
+through the fetch topic instead (the frontier's agent sends it), and must then start
+from its message. A real loopback server counts what each case asks of it.
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def _stage(
     return ctx, fetcher, stage
 
 
-def test_a_request_started_at_dispatch_is_fetched_once_and_its_copy_skipped() -> None:
+def test_a_request_started_at_dispatch_is_fetched_once() -> None:
     async def scenario() -> None:
         async with _server() as (port, asked):
             ctx, fetcher, stage = _stage()
@@ -94,9 +94,8 @@ def test_a_request_started_at_dispatch_is_fetched_once_and_its_copy_skipped() ->
             assert await stage.start_dispatched(3, request)
             await _until(lambda: asked["/a"] == 1, "the fetch")
             await _until(lambda: ctx.counters.fetch_in_flight == 0, "the fetch to end")
-            # the request's message arrives through the fetch topic afterwards
-            await stage.submit(3, {"requests": [dict(request)]})
-            assert stage.early_copies_skipped == 1 and ctx.counters.fetch_in_flight == 0
+            # its page, completion and crawl-log record wait in the stage's outbox
+            assert stage.out.pending == 3, stage.out.pending
             # a later dispatch of the same URL is another request, fetched again
             await stage.submit(3, {"requests": [_request(port, "/a", dispatched_at=2.0)]})
             await _until(lambda: asked["/a"] == 2, "the later dispatch's fetch")
@@ -118,7 +117,6 @@ def test_nothing_starts_early_for_a_partition_this_worker_does_not_hold() -> Non
             # its message is then the way the fetch starts, wherever it is read
             await stage.submit(1, {"requests": [request]})
             await _until(lambda: asked["/b"] == 1, "the fetch from the message")
-            assert stage.early_copies_skipped == 0
             await _until(lambda: ctx.counters.fetch_in_flight == 0, "the fetch to end")
             await fetcher.close()
 
@@ -139,7 +137,7 @@ def test_a_full_stage_does_not_make_the_frontier_wait() -> None:
             hold.set()
             await stage.submit(0, {"requests": [queued]})  # its message starts it
             await _until(lambda: asked["/next"] == 1, "the second fetch")
-            assert stage.started_at_dispatch == 1 and stage.early_copies_skipped == 0
+            assert stage.started_at_dispatch == 1
             await _until(lambda: ctx.counters.fetch_in_flight == 0, "the fetches to end")
             await fetcher.close()
 
@@ -164,26 +162,20 @@ def test_the_frontier_claim_decides_whether_it_starts() -> None:
     asyncio.run(scenario())
 
 
-def test_a_revoked_partition_forgets_its_early_starts() -> None:
+def test_a_revoked_partition_starts_nothing_early_any_more() -> None:
     async def scenario() -> None:
         async with _server() as (port, asked):
             ctx, fetcher, stage = _stage()
             stage.local_partitions.update({0, 1})
-            kept, moved = _request(port, "/kept", 1.0), _request(port, "/moved", 1.5)
-            assert await stage.start_dispatched(0, kept)
-            assert await stage.start_dispatched(1, moved)
-            await _until(lambda: ctx.counters.fetch_in_flight == 0, "the fetches to end")
+            assert await stage.start_dispatched(1, _request(port, "/before", 1.0))
+            await _until(lambda: asked["/before"] == 1, "the fetch before the rebalance")
             stage.forget_partitions({1})
             assert stage.local_partitions == {0}
             assert not await stage.start_dispatched(1, _request(port, "/later", 3.0))
-            # partition 0's copy is still skipped; partition 1's is no longer known as
-            # started here (the frontier's claim, not this stage, refuses it then)
-            await stage.submit(0, {"requests": [kept]})
-            await stage.submit(1, {"requests": [moved]})
-            assert stage.early_copies_skipped == 1
-            await _until(lambda: asked["/moved"] == 2, "the forgotten copy to be fetched")
-            assert asked["/kept"] == 1
+            assert await stage.start_dispatched(0, _request(port, "/kept", 4.0))
+            await _until(lambda: asked["/kept"] == 1, "the held partition's fetch")
             await _until(lambda: ctx.counters.fetch_in_flight == 0, "the fetches to end")
+            assert "/later" not in asked and stage.started_at_dispatch == 2
             await fetcher.close()
 
     asyncio.run(scenario())

@@ -194,10 +194,11 @@ def test_the_fetch_outbox_sends_completions_only_after_the_pages_are_acknowledge
     assert ctx.order == ["frontier"]
 
 
-def test_the_fetch_outbox_hands_each_frontier_event_on_once_it_is_sent() -> None:
-    """`on_frontier_sent` (the frontier of this worker applying the completions at
-    once) sees an event only after its pages were acknowledged and it was sent, so
-    what it records can never be ahead of what a successor would read."""
+def test_the_fetch_outbox_offers_each_frontier_event_once_its_pages_are_acknowledged() -> None:
+    """`apply_frontier` (the frontier of this worker applying the completions at once)
+    sees an event only after its pages were acknowledged, so what it records can never
+    be ahead of what a successor would read; an event it applied is not sent, one it
+    did not apply is."""
     import asyncio
 
     from streams.stages.context import Outbox
@@ -205,17 +206,22 @@ def test_the_fetch_outbox_hands_each_frontier_event_on_once_it_is_sent() -> None
     ctx = RecordingContext()
     out = Outbox(ctx, frontier_after_delivery=True)  # type: ignore[arg-type]
 
-    async def applied(partition: int, event: dict[str, Any]) -> None:
+    async def apply(partition: int, event: dict[str, Any]) -> bool:
         urls = [c["url"] for c in event["completions"]]
-        ctx.order.append(f"applied {partition} {urls}")
+        ctx.order.append(f"offered {partition} {urls}")
+        assert out.pending == 2  # still held: the crawl is not idle meanwhile
+        return partition == 1
 
-    out.on_frontier_sent = applied
+    out.apply_frontier = apply
     out.add(topology.PARSE, 1, page(1, 10))
     out.add_frontier(1, "completions", completion("https://example.com/1"))
+    out.add_frontier(2, "completions", completion("https://example.org/2"))
     asyncio.run(out.flush())
     assert ctx.order == [
         "parse (awaited)",
         "1 acknowledged",
+        "offered 1 ['https://example.com/1']",
+        "offered 2 ['https://example.org/2']",
         "frontier",
-        "applied 1 ['https://example.com/1']",
     ]
+    assert out.pending == 0
