@@ -359,11 +359,18 @@ def create_app(settings: Settings) -> SeineApp:
     limits = ctx.limits
     ticks_pending: set[int] = set()
 
-    def agent(spec: TopicSpec, stage: str, step: Step, *, decode: bool = True) -> None:
-        """Declare the agent of one stage: decode, step, flush, count; errors → dead letters."""
+    def agent(
+        spec: TopicSpec, stage: str, step: Step, *, decode: bool = True, count_items: bool = True
+    ) -> None:
+        """Declare the agent of one stage: decode, step, flush, count; errors → dead letters.
+
+        `count_items` False: the stage counts its items itself (fetch: the requests it
+        starts, most of them without a message)."""
         out = ctx.outbox()
         items_fields = (
-            ("new_urls", "completions")
+            ()
+            if not count_items
+            else ("new_urls", "completions")
             if spec.schema == "frontier_event"
             else (BATCH_FIELD[spec.schema],)
             if spec.schema in BATCH_FIELD
@@ -547,7 +554,12 @@ def create_app(settings: Settings) -> SeineApp:
         fetch_stage.out.apply_frontier = complete_at_fetch_end
 
     agent(topology.FRONTIER, "frontier", frontier_step)
-    agent(topology.FETCH, "fetch", lambda p, batch, out: fetch_stage.submit(p, batch))
+    agent(
+        topology.FETCH,
+        "fetch",
+        lambda p, batch, out: fetch_stage.submit(p, batch),
+        count_items=False,
+    )
     agent(topology.PARSE, "parse", lambda p, batch, out: parse.handle(ctx, batch, out))
     agent(
         topology.CONTENT_DEDUP,

@@ -12,9 +12,13 @@ from __future__ import annotations
 
 import bisect
 import math
+import time
+import types
 from collections import Counter
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping
+from typing import Any, TypeVar, cast
+
+T = TypeVar("T")
 
 #: Crawl-log outcomes that are errors (fetch failures and refusals of the fetcher).
 ERROR_OUTCOMES = ("error", "http-error", "blocked", "dns-error")
@@ -298,3 +302,32 @@ class HostCycle:
             f"{to_fetch:.0f} to the fetch's start + {fetch:.0f} fetching + "
             f"{back:.0f} back to the frontier"
         )
+
+
+@types.coroutine
+def cpu_timed(awaitable: Awaitable[T], account: Callable[[float], None]) -> Generator[Any, Any, T]:
+    """Run `awaitable` as it would run, adding to `account` the thread CPU time of each
+    of its steps (from one suspension to the next), not of what runs while it waits.
+
+    Why: a fetch runs as its own task, a few steps between awaits (connect, send, read
+    the head, read the body, report), so no stage's unit of work holds it and its CPU
+    showed as "other" in the stage breakdown. A step costs two `thread_time` calls
+    here (~1 µs)."""
+    steps = awaitable.__await__()
+    send: Any = None
+    thrown: BaseException | None = None
+    while True:
+        started = time.thread_time()
+        try:
+            yielded = steps.throw(thrown) if thrown is not None else steps.send(send)
+        except StopIteration as stop:
+            account(time.thread_time() - started)
+            return cast(T, stop.value)
+        except BaseException:
+            account(time.thread_time() - started)
+            raise
+        account(time.thread_time() - started)
+        try:
+            send, thrown = (yield yielded), None
+        except BaseException as exc:  # a cancellation, thrown into the awaitable
+            send, thrown = None, exc

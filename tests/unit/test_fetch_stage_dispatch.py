@@ -179,3 +179,25 @@ def test_a_revoked_partition_starts_nothing_early_any_more() -> None:
             await fetcher.close()
 
     asyncio.run(scenario())
+
+
+def test_the_fetches_count_their_items_and_cpu_to_the_fetch_stage() -> None:
+    """Most fetches start without a message, and run as tasks no stage's unit of work
+    holds: the stage breakdown gets their count and (one in CPU_SAMPLE_EVERY timed)
+    their CPU from the stage itself."""
+    from streams.stages.fetch import CPU_SAMPLE_EVERY
+
+    async def scenario() -> None:
+        async with _server() as (port, asked):
+            ctx, fetcher, stage = _stage(max_in_flight=CPU_SAMPLE_EVERY)
+            stage.local_partitions.add(0)
+            assert await stage.start_dispatched(0, _request(port, "/early"))
+            later = [_request(port, f"/{i}", float(i + 2)) for i in range(CPU_SAMPLE_EVERY - 1)]
+            await stage.submit(0, {"requests": later})
+            await _until(lambda: sum(asked.values()) == CPU_SAMPLE_EVERY, "the fetches")
+            await _until(lambda: ctx.counters.fetch_in_flight == 0, "the fetches to end")
+            assert ctx.counters.stage_items["fetch"] == CPU_SAMPLE_EVERY
+            assert ctx.counters.stage_cpu["fetch"] > 0
+            await fetcher.close()
+
+    asyncio.run(scenario())
