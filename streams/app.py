@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import gc
 import logging
 import signal
@@ -184,9 +185,14 @@ class SeineApp:
             self.worker._schedule_shutdown(signal.SIGTERM)
 
 
-def set_current_event(event: Any) -> None:
-    """Point Faust's current-event context at `event` (tables read its partition)."""
-    faust_streams._current_event.set(weakref.ref(event))
+def set_current_event(event: Any) -> contextvars.Token[Any]:
+    """Point Faust's current-event context at `event` (tables read its partition);
+    the token puts back what was current before (`reset_current_event`)."""
+    return faust_streams._current_event.set(weakref.ref(event))
+
+
+def reset_current_event(token: contextvars.Token[Any]) -> None:
+    faust_streams._current_event.reset(token)
 
 
 class LocalEvent:
@@ -536,7 +542,7 @@ def create_app(settings: Settings) -> SeineApp:
             return False
         cpu_before = time.thread_time()
         standin = LocalEvent(frontier_topic, partition)
-        token = faust_streams._current_event.set(weakref.ref(standin))  # type: ignore[arg-type]
+        token = set_current_event(standin)
         try:
             local_event = {"new_urls": [], "completions": event["completions"], "tick": False}
             await apply_frontier_event(partition, local_event, completion_outbox)
@@ -545,7 +551,7 @@ def create_app(settings: Settings) -> SeineApp:
             log.exception("frontier: completions at a fetch's end failed")
             return False
         finally:
-            faust_streams._current_event.reset(token)
+            reset_current_event(token)
             ctx.counters.stage_cpu["frontier"] += time.thread_time() - cpu_before
         ctx.counters.completions_at_fetch_end += len(event["completions"])
         return True
