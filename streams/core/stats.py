@@ -177,7 +177,15 @@ def merge_snapshots(snapshots: list[dict[str, Any]]) -> dict[str, Any]:
     if not snapshots:
         return {"workers": 0}
     merged: dict[str, Any] = {"workers": len(snapshots), "at": max(s["at"] for s in snapshots)}
-    for key in ("outcomes", "statuses", "errors", "lag", "stage_events", "stage_errors"):
+    for key in (
+        "outcomes",
+        "statuses",
+        "errors",
+        "lag",
+        "stage_events",
+        "stage_items",
+        "stage_errors",
+    ):
         total: dict[str, Any] = {}
         for snap in snapshots:
             _add_counts(total, snap.get(key, {}))

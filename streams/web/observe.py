@@ -93,6 +93,7 @@ class Observer:
             "pages_stored": c.pages_stored,
             "dead_letters": c.dead_letters,
             "stage_events": dict(c.done),
+            "stage_items": dict(c.stage_items),
             "stage_errors": dict(c.stage_errors),
             "lag": self._lag(),
             "hosts": seine.frontier.busiest_hosts(10),
@@ -245,6 +246,15 @@ class SeineCollector(Collector):
         for stage, n in sorted(snap["stage_events"].items()):
             events.add_metric([stage], n)
         yield events
+        # A fetch started at its dispatch has no message: a stage's work is its items.
+        items = CounterMetricFamily(
+            "seine_stage_items",
+            "Items (URLs, requests, pages) handled, per stage.",
+            labels=["stage"],
+        )
+        for stage, n in sorted(snap.get("stage_items", {}).items()):
+            items.add_metric([stage], n)
+        yield items
         errors = CounterMetricFamily(
             "seine_stage_errors",
             "Messages a stage could not process (sent to dead-letters), per stage.",

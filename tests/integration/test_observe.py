@@ -182,6 +182,7 @@ def test_metrics_parse_and_count_the_crawl(live_crawl: LiveCrawl) -> None:
         "seine_fetched_bytes",
         "seine_fetch_latency_seconds",
         "seine_stage_events",
+        "seine_stage_items",
         "seine_stage_errors",
         "seine_consumer_lag",
         "seine_frontier_queued",
@@ -198,6 +199,8 @@ def test_metrics_parse_and_count_the_crawl(live_crawl: LiveCrawl) -> None:
     # dispatch: none here, so its count may be 0)
     for stage in ("frontier", "parse", "link-extract"):
         assert values[("seine_stage_events_total", (("stage", stage),))] > 0, stage
+    # ... but the fetch stage's work shows as its items: the requests it started
+    assert values[("seine_stage_items_total", (("stage", "fetch"),))] > 0
     assert 0 < values[("seine_urlseen_bloom_fill_ratio", ())] < 0.5
     assert values[("seine_page_store_bytes", ())] > 0
     lag_stages = {
