@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import topology
@@ -27,6 +28,41 @@ def expected_partitions(settings: Settings) -> dict[str, int]:
     }
 
 
+def cluster_size(bootstrap: str, timeout: float = 10.0) -> int:
+    """Brokers in the cluster at `bootstrap`; a ValueError naming it when it does not answer."""
+    from streams.kafka_local import quiet_config
+
+    admin = AdminClient(quiet_config(bootstrap))
+    try:
+        return len(admin.list_topics(timeout=timeout).brokers)
+    except KafkaException as exc:
+        raise ValueError(f"no Kafka broker answers at {bootstrap}: {exc.args[0]}") from None
+
+
+def resolve_replication(settings: Settings) -> Settings:
+    """Settings with the replication factor and min.insync.replicas the topics get:
+    -1 means min(3, brokers) and min(2, replication factor)."""
+    rf = settings.replication_factor
+    if rf < 1:
+        rf = min(3, max(1, cluster_size(settings.bootstrap)))
+    min_isr = settings.min_insync_replicas
+    if min_isr < 1:
+        min_isr = min(2, rf)
+    if min_isr > rf:
+        raise ValueError(
+            f"min.insync.replicas {min_isr} is more than the replication factor {rf}: "
+            "no write could ever be acknowledged"
+        )
+    return settings.with_overrides(replication_factor=rf, min_insync_replicas=min_isr)
+
+
+def topic_configs(settings: Settings) -> dict[str, str]:
+    """Configs of every topic Seine or Faust creates, beyond partitions and replicas."""
+    if settings.replication_factor > 1 and settings.min_insync_replicas > 0:
+        return {"min.insync.replicas": str(settings.min_insync_replicas)}
+    return {}
+
+
 def ensure_topics(settings: Settings, timeout: float = 20.0) -> list[str]:
     """Create missing topics; returns the names created. Raises on a partition mismatch."""
     admin = AdminClient({"bootstrap.servers": settings.bootstrap})
@@ -41,7 +77,12 @@ def ensure_topics(settings: Settings, timeout: float = 20.0) -> list[str]:
                 f"{count}: use --partitions {found} or a new app id"
             )
     missing = [
-        NewTopic(name, num_partitions=count, replication_factor=settings.replication_factor)
+        NewTopic(
+            name,
+            num_partitions=count,
+            replication_factor=settings.replication_factor,
+            config=topic_configs(settings),
+        )
         for name, count in wanted.items()
         if name not in metadata.topics or metadata.topics[name].error is not None
     ]

@@ -28,7 +28,7 @@ import mode.loop
 
 import topology
 from streams import codec
-from streams.admin import ensure_topics
+from streams.admin import ensure_topics, topic_configs
 from streams.consumer_state import hold_gaps, lagging_partitions, refetch_skips, rewind
 from streams.core.fetching import FetchConfig, Fetcher
 from streams.core.filters import FilterConfig
@@ -266,8 +266,18 @@ def create_app(settings: Settings) -> SeineApp:
     app.seine_producer = ctx.producer  # type: ignore[attr-defined]
     n = settings.partitions
 
+    # min.insync.replicas of the changelogs on a replicated cluster (Faust sets compaction)
+    changelog_configs = topic_configs(settings)
+
     def table(name: str, options: dict[str, Any] | None = None) -> Any:
-        return app.Table(name, default=None, partitions=n, key_type=str, options=options)
+        return app.Table(
+            name,
+            default=None,
+            partitions=n,
+            key_type=str,
+            options=options,
+            extra_topic_configs=changelog_configs,
+        )
 
     # url-seen's exact store: the URL registry layout (site id + URL hash keys,
     # one WriteBatch and one changelog record per message), see registry_table.py.
@@ -279,6 +289,7 @@ def create_app(settings: Settings) -> SeineApp:
         partitions=n,
         key_type=bytes,
         value_type=bytes,
+        extra_topic_configs=changelog_configs,
     )
     app.tables.add(seen_table)
     scope_table = table("scope")

@@ -107,6 +107,13 @@ def _crawl_flags(parser: argparse.ArgumentParser, *, bootstrap_required: bool = 
     )
     if not bootstrap_required:
         parser.add_argument(
+            "--broker",
+            choices=("tansu", "kafka"),
+            help="the broker started when no --bootstrap is given: tansu (default; embedded, "
+            "topics die with it) or kafka (Apache Kafka under DATA_DIR/kafka, needs Java 17+; "
+            "topics kept on disk)",
+        )
+        parser.add_argument(
             "--broker-storage",
             dest="broker_storage",
             choices=("memory", "disk"),
@@ -114,6 +121,18 @@ def _crawl_flags(parser: argparse.ArgumentParser, *, bootstrap_required: bool = 
             "per page) or disk (files under DATA_DIR/broker-segments, flat memory)",
         )
     parser.add_argument("--partitions", type=int, help="partitions per host-scoped topic")
+    parser.add_argument(
+        "--replication-factor",
+        dest="replication_factor",
+        type=int,
+        help="replicas of every topic created (default: min(3, brokers))",
+    )
+    parser.add_argument(
+        "--min-insync-replicas",
+        dest="min_insync_replicas",
+        type=int,
+        help="replicas that must have a write before it counts (default: min(2, replicas))",
+    )
     parser.add_argument("--delay", type=float, help="seconds between two requests to one host")
     parser.add_argument(
         "--max-crawl-delay",
@@ -311,6 +330,33 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _common(replay)
 
+    broker = sub.add_parser(
+        "broker", help="run a local broker in the foreground until Ctrl-C or SIGTERM"
+    )
+    broker.add_argument("kind", choices=("kafka", "tansu"), help="Apache Kafka or Tansu")
+    broker.add_argument(
+        "--nodes", type=int, default=1, help="Kafka nodes (each broker and controller; default 1)"
+    )
+    broker.add_argument(
+        "--data-dir",
+        dest="data_dir",
+        default="seine-kafka",
+        help="where the nodes keep their logs (default seine-kafka); DIR/bootstrap lists them",
+    )
+    broker.add_argument(
+        "--port",
+        type=int,
+        default=0,
+        help="node I listens on PORT+2(I-1) and its controller on the next port "
+        "(default: the ports of the last run, else free ones)",
+    )
+    broker.add_argument(
+        "--fetch-only",
+        dest="fetch_only",
+        action="store_true",
+        help="fetch Apache Kafka's jars into the cache dir and exit",
+    )
+
     demo = sub.add_parser("demo", help="serve the bundled demo web on loopback and crawl it")
     demo.add_argument("--hosts", type=int, default=20)
     demo.add_argument("--pages", type=int, default=30)
@@ -325,8 +371,11 @@ def _settings_from(args: argparse.Namespace, **extra: Any) -> Settings:
         "data_dir",
         "log_level",
         "bootstrap",
+        "broker",
         "broker_storage",
         "partitions",
+        "replication_factor",
+        "min_insync_replicas",
         "delay",
         "max_crawl_delay",
         "response_time_factor",
@@ -359,22 +408,72 @@ def _settings_from(args: argparse.Namespace, **extra: Any) -> Settings:
     return load_settings(getattr(args, "config", None), overrides=overrides)
 
 
-@contextlib.contextmanager
-def broker_for(settings: Settings) -> Iterator[Settings]:
-    """Yield settings pointing at a broker: the given one, or an embedded one for the duration."""
-    if settings.bootstrap:
-        yield settings
-        return
-    from streams.admin import forget_changelog_offsets
-    from streams.broker import EmbeddedBroker
-    from streams.resume import plan_resume, push_resume
+#: Consumer-group timeouts for `seine crawl --broker kafka` (a one-node Apache Kafka
+#: on this machine): a clean stop leaves the group at once, so only a killed worker
+#: waits out the session timeout; Faust's recovery checks stay on (Kafka's
+#: highwaters are exact).
+LOCAL_KAFKA_TUNING: dict[str, Any] = {
+    "session_timeout": 10.0,
+    "rebalance_timeout": 10.0,
+    "heartbeat_interval": 1.0,
+    "standby_replicas": 0,
+}
 
-    Path(settings.data_dir).mkdir(parents=True, exist_ok=True)
-    # A fresh in-memory broker has empty changelogs: local tables are the state.
+
+def _tuned(settings: Settings, tuning: dict[str, Any]) -> dict[str, Any]:
+    """The tuning values for settings the user left at their defaults."""
+    defaults = Settings()
+    return {
+        name: value
+        for name, value in tuning.items()
+        if getattr(settings, name) == getattr(defaults, name)
+    }
+
+
+def _resume_from_tables(settings: Settings) -> Any:
+    """Prepare a data dir whose tables outlived their broker's topics: make the local
+    tables authoritative and work out what the lost stage messages carried."""
+    from streams.admin import forget_changelog_offsets
+    from streams.resume import plan_resume
+
     for worker_data in [Path(settings.data_dir), *Path(settings.data_dir).glob("worker-*")]:
         forget_changelog_offsets(worker_data)
-    # ... and the messages between stages are gone: work out what they carried.
-    plan = plan_resume(settings.data_dir, settings.partitions)
+    return plan_resume(settings.data_dir, settings.partitions)
+
+
+def _push_plan(effective: Settings, plan: Any) -> None:
+    from streams.admin import ensure_topics
+    from streams.resume import push_resume
+
+    ensure_topics(effective)
+    push_resume(effective.bootstrap, effective.app_id, plan)
+    print(
+        f"seine: resuming an interrupted crawl: {plan.lost_count} of {plan.seen} seen "
+        f"URLs re-queued, {plan.link_count} links of {plan.stored_pages} stored pages "
+        f"re-sent to url-filter ({plan.seconds:.1f}s)",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+@contextlib.contextmanager
+def broker_for(settings: Settings) -> Iterator[Settings]:
+    """Yield settings pointing at a broker: the given one, or one started for the
+    duration (Settings.broker), with the topics' replication resolved."""
+    from streams.admin import resolve_replication
+
+    if settings.bootstrap:
+        yield resolve_replication(settings)
+        return
+    Path(settings.data_dir).mkdir(parents=True, exist_ok=True)
+    if settings.broker == "kafka":
+        with _local_kafka(settings) as effective:
+            yield effective
+        return
+    from streams.broker import EmbeddedBroker
+
+    # A fresh in-memory broker has empty changelogs and no stage messages.
+    plan = _resume_from_tables(settings)
     disk = settings.broker_storage == "disk"
     with EmbeddedBroker(
         log_path=Path(settings.data_dir) / "broker.log",
@@ -382,27 +481,41 @@ def broker_for(settings: Settings) -> Iterator[Settings]:
         segments_dir=Path(settings.data_dir) / "broker-segments",
         trim_topics=stage_topics_pattern(settings.app_id) if disk else None,
     ) as broker:
-        defaults = Settings()
         tuning = {**EMBEDDED_GROUP_TIMEOUTS, **(EMBEDDED_DISK_TUNING if disk else {})}
-        tuned = {
-            name: value
-            for name, value in tuning.items()
-            if getattr(settings, name) == getattr(defaults, name)
-        }
-        effective = settings.with_overrides(bootstrap=broker.bootstrap, **tuned)
+        effective = resolve_replication(
+            settings.with_overrides(bootstrap=broker.bootstrap, **_tuned(settings, tuning))
+        )
         if plan is not None:
-            from streams.admin import ensure_topics
-
-            ensure_topics(effective)
-            push_resume(effective.bootstrap, effective.app_id, plan)
-            print(
-                f"seine: resuming an interrupted crawl: {plan.lost_count} of {plan.seen} seen "
-                f"URLs re-queued, {plan.link_count} links of {plan.stored_pages} stored pages "
-                f"re-sent to url-filter ({plan.seconds:.1f}s)",
-                file=sys.stderr,
-                flush=True,
-            )
+            _push_plan(effective, plan)
         yield effective
+
+
+@contextlib.contextmanager
+def _local_kafka(settings: Settings) -> Iterator[Settings]:
+    """A one-node Apache Kafka under DATA_DIR/kafka for the crawl. Its topics stay on
+    disk, so a rerun resumes from Kafka itself: the changelogs restore the tables and
+    the stage topics still hold what was between stages. Only a new node under old
+    tables (the dir's first Kafka run) needs the reconciliation Tansu always needs."""
+    from streams.admin import resolve_replication
+    from streams.kafka_local import KafkaCluster, KafkaError
+
+    cluster = KafkaCluster(Path(settings.data_dir) / "kafka", 1)
+    try:
+        cluster.start()
+    except KafkaError as exc:
+        raise ValueError(str(exc)) from None
+    try:
+        plan = _resume_from_tables(settings) if cluster.fresh else None
+        effective = resolve_replication(
+            settings.with_overrides(
+                bootstrap=cluster.bootstrap, **_tuned(settings, LOCAL_KAFKA_TUNING)
+            )
+        )
+        if plan is not None:
+            _push_plan(effective, plan)
+        yield effective
+    finally:
+        cluster.stop()
 
 
 def _read_seeds(args: argparse.Namespace) -> list[str]:
@@ -747,6 +860,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_replay(args)
         if args.command == "demo":
             return cmd_demo(args)
+        if args.command == "broker":
+            from streams.kafka_local import cmd_broker
+
+            return cmd_broker(args)
     except ValueError as exc:
         print(f"seine {args.command}: {exc}", file=sys.stderr)
         return 2

@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 ENV_PREFIX = "SEINE_"
+#: The brokers `seine crawl` can start itself (Settings.broker).
+BROKERS = ("tansu", "kafka")
 
 
 @dataclass
@@ -25,8 +27,12 @@ class Settings:
     """Everything a worker needs; field names double as config keys and env suffixes."""
 
     app_id: str = "seine"
-    #: Kafka bootstrap servers; empty means "start the embedded broker".
+    #: Kafka bootstrap servers; empty means "start a broker for this crawl" (below).
     bootstrap: str = ""
+    #: The broker `seine crawl` starts when no bootstrap is given: "tansu" (the
+    #: embedded Tansu, no Java needed; topics die with it) or "kafka" (a one-node
+    #: Apache Kafka under DATA_DIR/kafka, streams/kafka_local.py; topics kept on disk).
+    broker: str = "tansu"
     #: Where the embedded broker keeps messages: "memory" (Tansu's memory engine, which
     #: never frees them) or "disk" (streams/broker.py: segment files, flat memory).
     broker_storage: str = "memory"
@@ -39,8 +45,11 @@ class Settings:
     data_dir: str = "seine-data"
     partitions: int = 4
     #: Replicas of every topic Seine or Faust creates (stages and table changelogs);
-    #: -1 = the broker's default. 3 on a production cluster (infra/docker-compose.yml).
+    #: -1 = min(3, brokers in the cluster), so 3 on a production cluster.
     replication_factor: int = -1
+    #: min.insync.replicas of those topics: a write is acknowledged once this many
+    #: replicas have it. -1 = min(2, replication factor).
+    min_insync_replicas: int = -1
     #: Seconds between two requests to one host (on top of robots Crawl-delay).
     delay: float = 0.0
     #: Upper bound honoured for a robots.txt Crawl-delay, so a hostile value can't park a host.
@@ -292,6 +301,8 @@ def load_settings(
     if settings.partitions < 1:
         raise ValueError("partitions must be at least 1")
     gc_thresholds(settings.gc_threshold)  # a malformed value fails here, not in a worker
+    if settings.broker not in BROKERS:
+        raise ValueError(f"broker must be one of {', '.join(BROKERS)}, got {settings.broker!r}")
     if settings.broker_storage not in ("memory", "disk"):
         raise ValueError(f"broker_storage must be memory or disk, got {settings.broker_storage!r}")
     return settings

@@ -19,8 +19,21 @@ from streams.broker import EmbeddedBroker
 REPO = Path(__file__).resolve().parents[2]
 
 
+def broker_kind() -> str:
+    """The broker the integration tests run on (pytest --broker): tansu or kafka."""
+    return os.environ.get("SEINE_TEST_BROKER", "tansu")
+
+
 @pytest.fixture(scope="session")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedBroker]:
+    """One broker per test session (per xdist process): Tansu, or a one-node Apache
+    Kafka with `--broker kafka`. Both offer `.bootstrap` and `.pids`."""
+    if broker_kind() == "kafka":
+        from streams.kafka_local import KafkaCluster
+
+        with KafkaCluster(tmp_path_factory.mktemp("kafka"), 1) as cluster:
+            yield cluster  # type: ignore[misc]
+        return
     log = tmp_path_factory.mktemp("broker") / "tansu.log"
     with EmbeddedBroker(log_path=log) as running:
         yield running
@@ -39,6 +52,22 @@ class CrawlRun:
 def crawl_env(app_id: str, **extra: str) -> dict[str, str]:
     """Environment for a `seine` subprocess on the shared broker: fast group joins."""
     env = dict(os.environ)
+    if broker_kind() == "kafka":
+        env.update(
+            {
+                "SEINE_APP_ID": app_id,
+                # Apache Kafka refuses session timeouts under its
+                # group.min.session.timeout.ms (6 s by default).
+                "SEINE_SESSION_TIMEOUT": "6",
+                "SEINE_REBALANCE_TIMEOUT": "6",
+                "SEINE_HEARTBEAT_INTERVAL": "1",
+                # `seine crawl` without --bootstrap starts a one-node Kafka too
+                "SEINE_BROKER": "kafka",
+                "SEINE_LOG_LEVEL": "error",
+            }
+        )
+        env.update(extra)
+        return env
     env.update(
         {
             "SEINE_APP_ID": app_id,
