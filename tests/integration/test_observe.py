@@ -176,7 +176,19 @@ def test_metrics_parse_and_count_the_crawl(live_crawl: LiveCrawl) -> None:
         )
 
     first = wait_until(fetched_200, 90, "no 200 fetch in /metrics", live_crawl)
-    fams = families()
+
+    def stages_counted() -> dict[str, Any] | None:
+        # A page's first 200 is counted when its fetch ends; parse and link-extract
+        # handle it a moment later, so wait for their counts rather than race them.
+        fams = families()
+        counted = {
+            s.labels.get("stage")
+            for s in fams["seine_stage_events"].samples
+            if s.name == "seine_stage_events_total" and s.value > 0
+        }
+        return fams if {"frontier", "parse", "link-extract"} <= counted else None
+
+    fams = wait_until(stages_counted, 60, "stages never counted in /metrics", live_crawl)
     for name in (
         "seine_pages_fetched",
         "seine_fetched_bytes",
@@ -211,10 +223,16 @@ def test_metrics_parse_and_count_the_crawl(live_crawl: LiveCrawl) -> None:
 
 
 def test_stats_json_for_the_whole_crawl(live_crawl: LiveCrawl) -> None:
+    # pages_per_second leaves out the current second: wait for a complete second
+    # with a fetch in it, not just for the first fetch (which may be this second's).
     snap = wait_until(
-        lambda: (s := stats(live_crawl, "crawl"))["outcomes"].get("fetched") and s,
+        lambda: (
+            (s := stats(live_crawl, "crawl"))["outcomes"].get("fetched")
+            and any(count for _, count in s["pages_per_second"])
+            and s
+        ),
         90,
-        "nothing fetched",
+        "nothing fetched in a complete second",
         live_crawl,
     )
     assert snap["scope"] == "crawl" and snap["workers"] == snap["workers_expected"] == 1
