@@ -52,6 +52,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from streams.core.urlstate import RESUME_VIA
+
 log = logging.getLogger("seine.resume")
 
 #: Written by a worker that drained before it stopped; removed when a crawl starts.
@@ -264,7 +266,7 @@ def push_resume(bootstrap: str, app_id: str, plan: ResumePlan) -> None:
     )
     frontier = topology.topic_name(app_id, topology.FRONTIER)
     for partition, urls in plan.lost.items():
-        candidates = [{"url": u, "depth": 0, "priority": 0, "via": None} for u in urls]
+        candidates = [{"url": u, "depth": 0, "priority": 0, "via": RESUME_VIA} for u in urls]
         for chunk in _chunks(candidates):
             value = codec.encode(
                 "frontier_event", {"new_urls": chunk, "completions": [], "tick": False}

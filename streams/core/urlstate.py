@@ -30,6 +30,7 @@ __all__ = [
     "FRONTIER_STATE",
     "RESEND",
     "RESEND_VIA",
+    "RESUME_VIA",
     "RETIER_VIA",
     "STAMP",
     "StateUpdates",
@@ -55,6 +56,10 @@ def is_retier(via: str | None) -> bool:
 #: as registered but never queued (:func:`resend_due`); the frontier drops it if it has
 #: acted on the URL since.
 RESEND_VIA = "url-seen:resend"
+
+#: `via` of a URL a resume re-queues (streams/resume.py): the registry may say it was
+#: queued or in flight, but the message that held it died with the broker's topics.
+RESUME_VIA = "resume"
 
 #: Decision outcomes that park a URL with its host rather than refuse the URL itself.
 PARKED_OUTCOMES = frozenset({"host-parked"})

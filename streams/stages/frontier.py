@@ -16,7 +16,7 @@ import topology
 from streams.core.freshness import Record, RevisitSchedule
 from streams.core.frontier import Decision, Dispatch, Frontier, HostState, tier_for
 from streams.core.sites import url_id_long
-from streams.core.urlstate import RESEND_VIA, StateUpdates, is_retier
+from streams.core.urlstate import RESUME_VIA, StateUpdates, is_retier
 from streams.stages import recrawl
 from streams.stages.context import Outbox, crawl_log_record
 
@@ -68,10 +68,12 @@ def handle(
     start at once in this worker (`FetchStage.start_dispatched`) and to send to the
     fetch topic those it could not start; without it they are all sent.
 
-    A URL url-seen sends again (`RESEND_VIA`: registered but, as far as url-seen
-    could tell, never queued) is queued only if the registry holds no state of the
-    frontier's for it: a re-send that crossed the original, or a frontier message
-    read twice, changes nothing.
+    A page url-seen sends (new, or again as `RESEND_VIA`: registered but, as far as
+    url-seen could tell, never queued) is queued only if the registry holds no state
+    of the frontier's for it: a re-send that crossed the original, or a frontier
+    message read twice (at-least-once: its offset was not committed when a worker
+    died, and Apache Kafka delivers it again after the restart), changes nothing.
+    URLs a resume re-queues (`RESUME_VIA`) and sitemaps due again are queued as sent.
     """
     if not frontier.knows_partition(partition):
         frontier.adopt(partition, host_states, stored_since)
@@ -84,8 +86,8 @@ def handle(
     retier = [c for c in new_urls if is_retier(c.get("via"))]
     if retier:
         new_urls = [c for c in new_urls if not is_retier(c.get("via"))]
-    if any(c.get("via") == RESEND_VIA for c in new_urls):
-        new_urls = _without_known_resends(new_urls, registry)
+    if new_urls:
+        new_urls = _without_known(new_urls, registry)
     for candidate in new_urls:
         inlinks = candidate.get("inlinks", 1)
         refused = frontier.enqueue(
@@ -164,28 +166,32 @@ def handle(
         )
 
 
-def _without_known_resends(
+def _without_known(
     candidates: list[dict[str, Any]], registry: StateRegistry | None
 ) -> list[dict[str, Any]]:
-    """The candidates, less re-sent URLs this frontier has acted on (the registry holds a
+    """The candidates, less pages this frontier has acted on (the registry holds a
     state of its own for them) or that come earlier in the same message."""
-    resent = [c["url"] for c in candidates if c.get("via") == RESEND_VIA]
-    states = registry.states(resent) if registry is not None else {}
+    checked = [c["url"] for c in candidates if _checked(c)]
+    states = registry.states(checked) if registry is not None and checked else {}
     known = {url for url, state in states.items() if state and "s" in state}
     kept: list[dict[str, Any]] = []
     for candidate in candidates:
         url = candidate["url"]
-        if candidate.get("via") == RESEND_VIA:
+        if _checked(candidate):
             if url in known:
                 continue
             known.add(url)  # once per message
-        else:
-            known.add(url)
         kept.append(candidate)
     dropped = len(candidates) - len(kept)
     if dropped:
-        log.debug("frontier: %d re-sent URLs already acted on, dropped", dropped)
+        log.debug("frontier: %d URLs already acted on, dropped", dropped)
     return kept
+
+
+def _checked(candidate: dict[str, Any]) -> bool:
+    """Whether a candidate is dropped when the frontier has acted on its URL already:
+    every page url-seen sends, not what a resume re-queues or a sitemap due again."""
+    return candidate.get("kind", "page") == "page" and candidate.get("via") != RESUME_VIA
 
 
 def _retier(

@@ -15,7 +15,7 @@ import pytest
 
 from streams.core.frontier import PARK_AFTER_ERRORS, Frontier, Politeness
 from streams.core.registry import UrlRegistry, state_of, with_state
-from streams.core.urlstate import RESEND_VIA, is_retier, retier_candidate
+from streams.core.urlstate import RESEND_VIA, RESUME_VIA, is_retier, retier_candidate
 from streams.stages import frontier as frontier_stage
 from streams.stages import url_seen
 
@@ -373,6 +373,32 @@ def test_a_re_sent_url_is_queued_once_whatever_order_the_copies_come_in(tmp_path
     crawl.register("http://a.test/3")
     crawl.handle(["http://a.test/3"], candidates=[resent("http://a.test/3")])
     assert crawl.frontier.queued == 2
+
+
+def test_a_frontier_message_read_twice_queues_nothing_twice(tmp_path: Path) -> None:
+    """At-least-once: after a crash, Apache Kafka delivers the frontier messages whose
+    offsets were not committed again, new URLs included. A page the frontier queued,
+    or fetched, is not queued a second time; what a resume re-queues is."""
+    crawl = Crawl(tmp_path / "reg")
+    urls = ["http://a.test/1", "http://a.test/2"]
+    crawl.register(*urls)
+    (robots,) = crawl.handle(urls)
+    assert crawl.frontier.queued == 2
+    crawl.handle(urls)  # the same message again
+    assert crawl.frontier.queued == 2
+    (first,) = crawl.handle(completions=[done(robots)])
+    crawl.handle(completions=[done(first)])
+    assert crawl.state(first["url"])["s"] == "fetched"
+    assert crawl.frontier.queued == 0  # the other page is in flight now
+    crawl.handle([first["url"]])  # fetched already: read again, nothing happens
+    assert crawl.frontier.queued == 0
+    assert crawl.state(first["url"])["s"] == "fetched"
+    # a resume over lost topics re-queues a URL whose record says it was in flight
+    other = next(u for u in urls if u != first["url"])
+    assert crawl.state(other)["s"] == "fetching"
+    resumed = {"url": other, "depth": 0, "priority": 0, "via": RESUME_VIA, "kind": "page"}
+    crawl.handle(candidates=[resumed])
+    assert crawl.frontier.queued == 1
 
 
 class _World:
