@@ -159,6 +159,19 @@ def shared_properties(nodes: int, path: Path = BROKER_PROPERTIES) -> dict[str, s
     return out
 
 
+def docker_env(nodes: int = 3) -> str:
+    """infra/kafka/broker.properties as the apache/kafka image's KAFKA_* variables, for
+    a cluster of `nodes` brokers: infra/kafka/broker.env (compose's env_file) is this
+    for 3, and tests/unit/test_infra.py checks that it is current."""
+    lines = [
+        "# Generated from infra/kafka/broker.properties for a 3-node cluster by",
+        "# `python -m streams.kafka_local docker-env`: edit that file, not this one.",
+    ]
+    for key, value in shared_properties(nodes).items():
+        lines.append(f"KAFKA_{key.upper().replace('.', '_')}={value}")
+    return "\n".join(lines) + "\n"
+
+
 def _port_free(host: str, port: int) -> bool:
     with socket.socket() as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -545,3 +558,11 @@ def _run_tansu(args: argparse.Namespace, stop: threading.Event) -> int:
     finally:
         broker.stop()
     return 0
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["docker-env"]:
+        sys.stdout.write(docker_env(3))
+    else:
+        print("usage: python -m streams.kafka_local docker-env", file=sys.stderr)
+        raise SystemExit(2)

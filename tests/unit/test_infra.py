@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from streams.admin import build_parser
+from streams.kafka_local import docker_env, kafka_version
 from streams.settings import Settings
 
 INFRA = Path(__file__).resolve().parents[2] / "infra"
@@ -24,13 +25,35 @@ def compose() -> dict[str, Any]:
     return dict(yaml.safe_load((INFRA / "docker-compose.yml").read_text()))
 
 
+def env_file(service: dict[str, Any]) -> dict[str, str]:
+    """The variables of a service's env_file(s), as compose reads them."""
+    out: dict[str, str] = {}
+    for name in service.get("env_file") or []:
+        for line in (INFRA / name).read_text().splitlines():
+            if line.strip() and not line.startswith("#"):
+                key, _, value = line.partition("=")
+                out[key] = value
+    return out
+
+
+def test_broker_env_is_generated_from_the_shared_properties() -> None:
+    # one source for the brokers' settings: the local clusters read broker.properties,
+    # compose reads broker.env, which must be that file for 3 nodes
+    assert (INFRA / "kafka" / "broker.env").read_text() == docker_env(3)
+
+
+def test_compose_runs_the_kafka_version_the_project_fetches() -> None:
+    image = compose()["x-kafka"]["image"]
+    assert image == f"apache/kafka:{kafka_version()}"
+
+
 def test_three_kraft_brokers_replicating_three_ways() -> None:
     services = compose()["services"]
     brokers = {name: s for name, s in services.items() if name.startswith("kafka-")}
     assert sorted(brokers) == ["kafka-1", "kafka-2", "kafka-3"]
     ids = set()
     for name, service in brokers.items():
-        env = service["environment"]
+        env = {**env_file(service), **service["environment"]}
         assert "controller" in env["KAFKA_PROCESS_ROLES"]
         voters = env["KAFKA_CONTROLLER_QUORUM_VOTERS"].split(",")
         assert sorted(v.split("@")[1].split(":")[0] for v in voters) == sorted(brokers)
