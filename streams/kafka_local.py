@@ -330,8 +330,8 @@ class KafkaCluster:
 
     # -- life cycle -------------------------------------------------------------
     def start(self, timeout: float = 90.0) -> KafkaCluster:
+        java_binary()  # before the jars: without Java they are of no use
         self._libs = ensure_jars()
-        java_binary()
         self._plan()
         (self.data_dir / "log4j2.properties").write_text(LOG4J2, "utf-8")
         (self.data_dir / "bootstrap").unlink(missing_ok=True)
