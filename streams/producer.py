@@ -41,6 +41,17 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 log = logging.getLogger("seine.producer")
 
 
+#: Seconds a flush (or a wait) gives librdkafka to have every message acknowledged.
+#: A broker node's SIGKILL on a 3-node Apache Kafka leaves its partitions without a
+#: leader until the controller fences it (broker.session.timeout.ms, 9 s, plus a
+#: controller election when it was the active one); on a loaded 2-core machine the
+#: commit's flush then took 13-36 s (bench/faults.py --scenario leader) and did
+#: deliver everything. With 30 s here workers crashed with DeliveryFailed while
+#: librdkafka was still retrying, so one broker's failure cost the crawl workers.
+#: librdkafka's own limit (message.timeout.ms, 300 s) still fails what it cannot send.
+DELIVERY_TIMEOUT = 120.0
+
+
 class DeliveryFailed(RuntimeError):
     """A produced message was not acknowledged: offsets past its cause must not commit."""
 
@@ -200,7 +211,7 @@ class StageProducer:
     def pending(self) -> int:
         return sum(len(producer) for producer in self._all())
 
-    async def flush(self, timeout: float = 30.0) -> None:
+    async def flush(self, timeout: float = DELIVERY_TIMEOUT) -> None:
         """Wait until every produced message is acknowledged (both producers: the
         commit's and the rebalance's flush), off the event loop.
 
@@ -220,12 +231,16 @@ class StageProducer:
                 return remaining
 
             loop = asyncio.get_running_loop()
+            began = time.monotonic()
             remaining = await loop.run_in_executor(None, flush_all)
+            took = time.monotonic() - began
+            if took > 5.0:  # a broker failing over: worth a line, with how long it took
+                log.warning("flush took %.1fs (%d messages still unacknowledged)", took, remaining)
             if remaining:
                 raise DeliveryFailed(f"{remaining} messages not delivered within {timeout}s")
         self.check_delivered()
 
-    async def wait(self, awaited: Deliveries, timeout: float = 30.0) -> None:
+    async def wait(self, awaited: Deliveries, timeout: float = DELIVERY_TIMEOUT) -> None:
         """Wait until the messages counted in `awaited` are acknowledged, off the event
         loop. Unlike :meth:`flush`, not for every message queued meanwhile: under load
         the producer always holds hundreds (table changelogs of every stage), and the

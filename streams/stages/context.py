@@ -302,6 +302,13 @@ class StageContext:
             spec.name: topology.topic_name(settings.app_id, spec) for spec in topology.TOPICS
         }
         producer_config: dict[str, Any] = {"compression.type": settings.compression}
+        if settings.replication_factor > 1:
+            # Replicated topics, so leaders move: librdkafka retries the requests a
+            # dead leader may have written already, and without idempotence each such
+            # retry is a second copy downstream (bench/faults.py --scenario leader on
+            # 3 Kafka nodes: 43 pages fetched twice from duplicated stage messages;
+            # none with it). The broker drops the retried copies by sequence number.
+            producer_config["enable.idempotence"] = True
         if settings.producer_max_in_flight > 0:
             producer_config["max.in.flight.requests.per.connection"] = (
                 settings.producer_max_in_flight
