@@ -244,7 +244,7 @@ def brotli_bomb() -> bytes:
 def zstd_bomb() -> bytes | None:
     """1 GiB of zeros as one zstd frame, or None without a zstd encoder."""
     try:
-        from backports import zstd  # type: ignore[import-not-found,unused-ignore]
+        from backports import zstd  # type: ignore[attr-defined,import-not-found,unused-ignore]
     except ImportError:
         try:
             from compression import zstd  # type: ignore[import-not-found,no-redef,unused-ignore]
@@ -259,7 +259,7 @@ def zstd_bomb() -> bytes | None:
 
 def zstd_compress(data: bytes) -> bytes | None:
     try:
-        from backports import zstd
+        from backports import zstd  # type: ignore[attr-defined,import-not-found,unused-ignore]
     except ImportError:
         try:
             from compression import zstd  # type: ignore[no-redef,unused-ignore]
