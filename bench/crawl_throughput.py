@@ -631,6 +631,10 @@ def seine_command(args: argparse.Namespace, site: Site, seeds_file: Path, data: 
     return cmd
 
 
+#: The crawler names of the runs: Seine on each broker it can start, and Scrapy.
+SEINE_ON = {"seine": "tansu", "seine-kafka": "kafka"}
+
+
 def scrapy_command(args: argparse.Namespace, files: dict[str, Path]) -> list[str]:
     cmd = [
         sys.executable,
@@ -663,8 +667,8 @@ def crawl_once(
     run_dir = work / f"{crawler}-{run}"
     run_dir.mkdir(parents=True, exist_ok=True)
     data = run_dir / "data"
-    if crawler == "seine":
-        cmd = seine_command(args, site, files["seeds"], data)
+    if crawler in SEINE_ON:
+        cmd = [*seine_command(args, site, files["seeds"], data), "--broker", SEINE_ON[crawler]]
     else:
         cmd = scrapy_command(args, files)
     stdout, stderr = run_dir / "stdout.txt", run_dir / "stderr.txt"
@@ -684,7 +688,7 @@ def crawl_once(
 
     out_lines = stdout.read_text(encoding="utf-8", errors="replace").splitlines()
     notes: list[str] = []
-    if crawler == "seine":
+    if crawler in SEINE_ON:
         notes = [line for line in out_lines if line.startswith("seine:")]
         # With --workers N each worker prints its own counters and per-stage CPU in its log.
         for log in sorted(data.glob("worker-*/worker.log")):
@@ -734,7 +738,9 @@ def print_result(result: Result, expected: int) -> None:
     else:
         status = f"FAILED: exit {m.returncode}"
 
-    who = "wall incl. broker start" if result.crawler == "seine" else "wall incl. interpreter start"
+    who = (
+        "wall incl. broker start" if result.crawler in SEINE_ON else "wall incl. interpreter start"
+    )
     parts = " + ".join(f"{k} {fmt_mb(v)}" for k, v in sorted(m.peak_rss_by_process.items()))
     print(
         f"[{result.crawler} run {result.run}] {status}\n"
@@ -810,23 +816,25 @@ def print_summary(results: list[Result], runs: int) -> dict[str, Any]:
         ("server CPU, s", lambda r: r.server_cpu_s, "{:,.1f}"),
         ("other processes, avg cores busy", lambda r: r.other_cores, "{:,.2f}"),
     ]
-    crawlers = [c for c in ("seine", "scrapy") if by.get(c)]
+    crawlers = [c for c in (*SEINE_ON, "scrapy") if by.get(c)]
+    seines = [c for c in crawlers if c in SEINE_ON]
+    # one ratio column per Seine run beside Scrapy: Seine (Tansu) / Scrapy, Seine
+    # (Kafka) / Scrapy
+    ratios = [c for c in seines if "scrapy" in crawlers]
     label = f"median of {runs} runs each" if runs > 1 else "one run each"
     print(f"=== summary ({label}; failed runs excluded) ===")
     header = f"{'':38}" + "".join(f"{c:>14}" for c in crawlers)
-    if len(crawlers) == 2:
-        header += f"{'Seine/Scrapy':>14}"
+    header += "".join(f"{c + '/scrapy':>20}" for c in ratios)
     print(header)
     summary: dict[str, Any] = {}
     for name, get, form in rows:
         values = {c: median([get(r) for r in by[c]]) for c in crawlers}
         line = f"{name:38}" + "".join(f"{form.format(values[c]):>14}" for c in crawlers)
-        if len(crawlers) == 2:
-            ratio = values["seine"] / values["scrapy"] if values["scrapy"] else float("nan")
-            line += f"{ratio:>13.2f}x"
-            summary[name] = {**values, "ratio": ratio}
-        else:
-            summary[name] = values
+        summary[name] = dict(values)
+        for c in ratios:
+            ratio = values[c] / values["scrapy"] if values["scrapy"] else float("nan")
+            line += f"{ratio:>19.2f}x"
+            summary[name]["ratio" if c == "seine" else f"ratio_{c}"] = ratio
         print(line)
     for c in crawlers:
         exact = sum(1 for r in by[c] if r.check.exact)
@@ -921,6 +929,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--server", choices=("auto", "nginx", "python"), default="auto")
     p.add_argument("--only", choices=("seine", "scrapy"), help="run one crawler only")
     p.add_argument(
+        "--broker",
+        choices=("tansu", "kafka", "both"),
+        default="tansu",
+        help="the broker `seine crawl` starts (--broker): the embedded Tansu (default), a "
+        "one-node Apache Kafka under the data dir, or both, one after the other",
+    )
+    p.add_argument(
         "--partitions",
         type=int,
         default=None,
@@ -993,7 +1008,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.workers = max(1, min(os.cpu_count() or 1, args.partitions or 1 << 16))
     if args.partitions is None:
         args.partitions = args.workers
-    crawlers = [args.only] if args.only else ["seine", "scrapy"]
+    seines = {"tansu": ["seine"], "kafka": ["seine-kafka"], "both": list(SEINE_ON)}
+    crawlers = [*seines[args.broker], "scrapy"]
+    if args.only:
+        crawlers = [c for c in crawlers if c.startswith(args.only)]
     work = Path(tempfile.mkdtemp(prefix="seine-crawl-bench-"))
     site: Site | None = None
     results: list[Result] = []
@@ -1026,8 +1044,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             print(f"server: {site.kind}; work dir {work}")
             print(
-                f"seine: --partitions {args.partitions}, --workers {args.workers}, embedded "
-                "broker, default politeness | "
+                f"seine: --partitions {args.partitions}, --workers {args.workers}, broker "
+                f"started by the command ({args.broker}), default politeness | "
                 f"scrapy: CONCURRENT_REQUESTS={args.concurrency}, per domain 1, no delay, "
                 "robots.txt obeyed\n",
                 flush=True,
