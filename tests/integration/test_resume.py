@@ -50,14 +50,17 @@ def _pages(log: Path, port: int, *, since: float = 0.0, until: float = float("in
     ]
 
 
-def _captures(data: Path) -> Counter[str]:
-    """Captures per URL in every page store under the data dir (CDXJ: one line each)."""
+def _captures(data: Path, *, responses_only: bool = False) -> Counter[str]:
+    """Captures per URL in every page store under the data dir (CDXJ: one line each),
+    or only its response records (not the revisit records of a page fetched again)."""
     with open_stores(data) as store:
         out = io.StringIO()
         store.export_cdxj(out)
     urls: Counter[str] = Counter()
     for line in out.getvalue().splitlines():
-        urls[json.loads(line.split(" ", 2)[2])["url"]] += 1
+        fields = json.loads(line.split(" ", 2)[2])
+        if not (responses_only and fields.get("mime") == "warc/revisit"):
+            urls[fields["url"]] += 1
     return urls
 
 
@@ -110,10 +113,21 @@ def test_resume_after_a_stop(tmp_path: Path, how: str) -> None:
     captures = _captures(data)
     missing, extra = expected - set(captures), set(captures) - expected
     assert not missing and not extra, (sorted(missing)[:5], sorted(extra)[:5])
-    assert max(captures.values()) == 1, [u for u, n in captures.items() if n > 1][:5]
     again = [url for url in after if url in stored_before]
     assert again == [], f"{len(again)} stored pages fetched again: {again[:5]}"
     twice = [url for url, n in Counter(before + after).items() if n > 1]
+    responses = _captures(data, responses_only=True)
+    assert max(responses.values()) == 1, [u for u, n in responses.items() if n > 1][:5]
+    if how == "sigkill" and broker_kind() == "kafka":
+        # A page in flight at the kill may reach the page store from Kafka's copy of
+        # the stage message only after the restarted frontier re-dispatched its fetch:
+        # fetched twice (one request per host was in flight), stored once, the second
+        # fetch kept as a revisit record.
+        revisited = {u for u, n in captures.items() if n > 1}
+        assert revisited <= set(twice) and len(twice) <= SPEC.hosts, (revisited, twice)
+        assert max(captures.values()) <= 2
+    else:
+        assert max(captures.values()) == 1, [u for u, n in captures.items() if n > 1][:5]
     print(
         f"{how}: {len(stored_before)} of {len(expected)} pages stored at the stop; "
         f"{len(after)} fetched by the resume; {len(twice)} fetched twice (in flight at the stop)"
