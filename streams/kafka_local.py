@@ -63,7 +63,10 @@ class KafkaError(RuntimeError):
 
 
 def kafka_version(pom: Path = POM) -> str:
-    """The broker version: infra/kafka/pom.xml's kafka.version."""
+    """The broker version: $SEINE_KAFKA_VERSION (to try another), else
+    infra/kafka/pom.xml's kafka.version."""
+    if os.environ.get("SEINE_KAFKA_VERSION"):
+        return os.environ["SEINE_KAFKA_VERSION"]
     try:
         text = pom.read_text("utf-8")
     except OSError as exc:
