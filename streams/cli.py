@@ -74,24 +74,6 @@ EMBEDDED_GROUP_TIMEOUTS: dict[str, Any] = {
 }
 
 
-#: The embedded broker on disk (streams/broker.py): see Settings.producer_max_in_flight.
-EMBEDDED_DISK_TUNING: dict[str, Any] = {"producer_max_in_flight": 1}
-
-
-def stage_topics_pattern(app_id: str) -> str:
-    """A regex of the topics stages consume: their batches may go once consumed.
-
-    Not crawl-log and dead-letters (kept for `seine replay` and inspection), nor table
-    changelogs (a worker's recovery reads them).
-    """
-    import re
-
-    from topology import STAGES, topic_name
-
-    names = sorted({topic_name(app_id, stage.source) for stage in STAGES})
-    return "^(" + "|".join(re.escape(n) for n in names) + ")$"
-
-
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", help="TOML config file (section [seine] or top level)")
     parser.add_argument("--data-dir", dest="data_dir", help="where tables and pages live")
@@ -112,13 +94,6 @@ def _crawl_flags(parser: argparse.ArgumentParser, *, bootstrap_required: bool = 
             help="the broker started when no --bootstrap is given: tansu (default; embedded, "
             "topics die with it) or kafka (Apache Kafka under DATA_DIR/kafka, needs Java 17+; "
             "topics kept on disk)",
-        )
-        parser.add_argument(
-            "--broker-storage",
-            dest="broker_storage",
-            choices=("memory", "disk"),
-            help="where the embedded broker keeps messages: memory (default; grows ~44 KB "
-            "per page) or disk (files under DATA_DIR/broker-segments, flat memory)",
         )
     parser.add_argument("--partitions", type=int, help="partitions per host-scoped topic")
     parser.add_argument(
@@ -372,7 +347,6 @@ def _settings_from(args: argparse.Namespace, **extra: Any) -> Settings:
         "log_level",
         "bootstrap",
         "broker",
-        "broker_storage",
         "partitions",
         "replication_factor",
         "min_insync_replicas",
@@ -474,16 +448,11 @@ def broker_for(settings: Settings) -> Iterator[Settings]:
 
     # A fresh in-memory broker has empty changelogs and no stage messages.
     plan = _resume_from_tables(settings)
-    disk = settings.broker_storage == "disk"
-    with EmbeddedBroker(
-        log_path=Path(settings.data_dir) / "broker.log",
-        storage=settings.broker_storage,
-        segments_dir=Path(settings.data_dir) / "broker-segments",
-        trim_topics=stage_topics_pattern(settings.app_id) if disk else None,
-    ) as broker:
-        tuning = {**EMBEDDED_GROUP_TIMEOUTS, **(EMBEDDED_DISK_TUNING if disk else {})}
+    with EmbeddedBroker(log_path=Path(settings.data_dir) / "broker.log") as broker:
         effective = resolve_replication(
-            settings.with_overrides(bootstrap=broker.bootstrap, **_tuned(settings, tuning))
+            settings.with_overrides(
+                bootstrap=broker.bootstrap, **_tuned(settings, EMBEDDED_GROUP_TIMEOUTS)
+            )
         )
         if plan is not None:
             _push_plan(effective, plan)

