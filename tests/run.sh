@@ -5,9 +5,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Apache Kafka needs Java 17+, and its jars come with Maven (streams/kafka_local.py).
-if ! command -v java >/dev/null || ! command -v mvn >/dev/null; then
-    apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless maven >/dev/null
+# What the tests drive besides Python: Apache Kafka needs Java 17+ and its jars come
+# with Maven (streams/kafka_local.py); the dashboard test drives Chromium; the demo
+# server's test also serves through nginx.
+missing=()
+command -v java >/dev/null || missing+=(openjdk-17-jre-headless)
+command -v mvn >/dev/null || missing+=(maven)
+command -v chromium >/dev/null || missing+=(chromium)
+command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || missing+=(nginx)
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "tests/run.sh: installing ${missing[*]}"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
 python3 -m venv .venv
