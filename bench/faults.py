@@ -334,6 +334,8 @@ def run(
     begun = time.monotonic()
     until = begun + plan.deadline
     cluster = broker if isinstance(broker, KafkaCluster) else None
+    if cluster is not None:
+        plan = kafka_plan(plan)  # Kafka refuses Tansu's short session timeouts
     rounds = plan.rounds()
     if "kill leader" in rounds:
         assert cluster is not None and cluster.nodes >= 3, (
