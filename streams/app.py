@@ -65,6 +65,11 @@ log = logging.getLogger("seine")
 #: The frontier event that only wakes a partition (timers, adoption after a restart).
 TICK = codec.encode("frontier_event", {"new_urls": [], "completions": [], "tick": True})
 
+#: Seconds a worker stopped with SIGTERM waits at most for its fetches in flight and
+#: their results (`SeineApp.hand_over`); one still running then is done again by the
+#: partition's next owner.
+HAND_OVER_TIMEOUT = 10.0
+
 #: A stage step: (partition, decoded record, outbox) → maybe awaitable.
 Step = Callable[[int, Any, Outbox], object]
 
@@ -91,6 +96,8 @@ class SeineApp:
     #: monotonic time the drain started; None while crawling normally.
     draining_since: float | None = None
     drained_since: float | None = None
+    #: monotonic time a SIGTERM started the hand-over (`hand_over`); None until then.
+    handing_over_since: float | None = None
 
     def status(self) -> dict[str, Any]:
         """This worker's counters, for a supervisor that sums them over workers."""
@@ -113,6 +120,9 @@ class SeineApp:
             "duplicate_fetch_requests": self.frontier.duplicate_requests,
             # fetches in flight at an adoption whose pages were stored already
             "adopted_stored": self.frontier.adopted_stored,
+            # fetches in flight at an adoption whose completion came after it (in the
+            # grace: Frontier.adopt), so not done again
+            "adopted_completed": self.frontier.adopted_completed,
             "queued": self.frontier.queued,
             "fetched": c.outcomes.get("fetched", 0),
             "pages_stored": c.pages_stored,
@@ -167,6 +177,35 @@ class SeineApp:
             flush=True,
         )
         self.draining_since = time.monotonic()
+
+    @property
+    def dispatching(self) -> bool:
+        """Whether the frontier may start fetches: not while draining or handing over."""
+        return self.draining_since is None and self.handing_over_since is None
+
+    def hand_over(self) -> None:
+        """SIGTERM: leave the group once the fetches in flight are over and their pages
+        and completions are on the broker, so the partitions' next owners find each
+        fetch answered instead of doing it again (docs/OPERATIONS.md, "Scaling out and
+        in"). Nothing new is dispatched meanwhile; what is queued stays in the tables
+        for the next owner. Stopping at once, as mode does on SIGTERM, a worker kept
+        dispatching while its services stopped one by one, and lost the completions
+        of the fetches it started then: the next owner did them again (bench/faults.py,
+        scenario rebalance). Bounded by `HAND_OVER_TIMEOUT`; a second SIGTERM stops
+        at once."""
+        if self.handing_over_since is not None:
+            log.warning("second SIGTERM: stopping without handing over")
+            self.stop(0)
+            return
+        log.info("SIGTERM: handing over (fetches in flight finish, nothing new starts)")
+        self.handing_over_since = time.monotonic()
+
+    def handed_over(self) -> bool:
+        """No fetch in flight, and their results (pages, completions) all sent: once
+        the producer has them acknowledged (`create_app`'s watch flushes it), the
+        worker may leave. Not the producer's count of messages unacknowledged: the
+        other stages keep producing, and a busy worker never saw it at 0."""
+        return not (self.ctx.counters.fetch_in_flight or self.fetch.out.pending)
 
     def drained(self) -> bool:
         """Nothing in flight, unsent or unhandled: every link is in the frontier's tables."""
@@ -514,7 +553,7 @@ def create_app(settings: Settings) -> SeineApp:
             done_table,
             revisits,
             revisits_table.items() if settings.recrawl else (),
-            dispatch=seine.draining_since is None,
+            dispatch=seine.dispatching,
             registry=seen_table,
             stored_since=store.fetched_since,
             dispatched=dispatched,
@@ -546,7 +585,7 @@ def create_app(settings: Settings) -> SeineApp:
         and its successor re-dispatches what the tables say was in flight."""
         if (
             app.rebalancing
-            or seine.draining_since is not None
+            or not seine.dispatching
             or partition not in fetch_stage.local_partitions
             or not the_frontier.knows_partition(partition)
         ):
@@ -660,7 +699,7 @@ def create_app(settings: Settings) -> SeineApp:
         """Tick each partition whose earliest sleeping host is due (table writes need an
         event of the partition), and now and then one with fetches in flight, so that
         lost completions are noticed by lease expiry."""
-        if seine.draining_since is not None:
+        if not seine.dispatching:
             return  # nothing is dispatched while draining: no wake-ups needed
         now = time.time()
         for partition in unadopted_partitions():
@@ -688,9 +727,11 @@ def create_app(settings: Settings) -> SeineApp:
     @app.task
     async def push_initial_seeds() -> None:
         hook_into_commits(app, ctx.producer)
+        loop = asyncio.get_running_loop()
         if seine.drain_on_sigint:
             # replaces mode's handler (installed before the app's tasks start)
-            asyncio.get_running_loop().add_signal_handler(signal.SIGINT, seine.drain)
+            loop.add_signal_handler(signal.SIGINT, seine.drain)
+        loop.add_signal_handler(signal.SIGTERM, seine.hand_over)  # mode's, likewise
         clear_marks(settings.data_dir)
         for url in seine.initial_seeds:
             await ctx.send(topology.SEEDS, 0, url.encode("utf-8"))
@@ -730,6 +771,18 @@ def create_app(settings: Settings) -> SeineApp:
             seine.on_progress(seine)
         if status_path is not None:
             write_status(status_path, seine.status())
+        if seine.handing_over_since is not None and not seine.finished:
+            if seine.handed_over():
+                try:
+                    await ctx.producer.flush()
+                except Exception:  # stopping anyway: the next owner redoes what is lost
+                    log.exception("SIGTERM: results of the last fetches not acknowledged")
+                log.info("SIGTERM: handed over, stopping")
+                seine.stop(0)
+            elif time.monotonic() - seine.handing_over_since > HAND_OVER_TIMEOUT:
+                log.warning("hand-over did not finish in %ss: stopping", HAND_OVER_TIMEOUT)
+                seine.stop(0)
+            return
         if seine.draining_since is not None and not seine.finished:
             now = time.monotonic()
             if not seine.drained():

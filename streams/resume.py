@@ -8,7 +8,8 @@ refused), so when `seine crawl` stops, whatever was *between* stages is gone:
 * pages fetched but not yet stored (parse → content-dedup → link-extract);
 * links of stored pages not yet marked seen (url-filter → url-seen);
 * the fetch in flight at each busy host (the frontier's `hosts` table still
-  says which, and `Frontier.adopt` puts it back at the head of its queue).
+  says which, and `Frontier.adopt` puts it back at the head of its queue once
+  no completion came for it in `Politeness.adopt_grace`).
 
 What the data dir keeps is enough to rebuild those, so a resume loses nothing:
 

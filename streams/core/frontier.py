@@ -169,6 +169,9 @@ class Politeness:
     max_host_pages: int = 0
     #: URLs one host may have queued at once (0: no limit); more is logged "host-queue-full".
     max_host_queue: int = 0
+    #: Seconds an adoption waits for the completion of a fetch that was in flight
+    #: (`Frontier.adopt`) before it does that fetch again.
+    adopt_grace: float = 3.0
 
 
 @dataclass
@@ -258,6 +261,14 @@ class Frontier:
         self.moves_materialized = 0
         #: Fetches in flight at an adoption whose pages were stored already (`adopt`).
         self.adopted_stored = 0
+        #: Fetches in flight at an adoption whose completion came within the grace
+        #: (`adopt`): each one not done twice.
+        self.adopted_completed = 0
+        #: Busy hosts an adoption found, until their completion comes: when the grace
+        #: for it runs out (`due` then does the fetch again).
+        self._adopted: dict[str, float] = {}
+        #: The adoption's `stored_since`, asked again when a grace runs out.
+        self._stored_since: Callable[[str, float], bool] | None = None
         #: Busy hosts are few (at most the fetches in flight), so their leases live in memory.
         self._busy: dict[str, HostState] = {}
         #: The dispatch (its ``dispatched_at``) whose request the fetch stage has started,
@@ -349,20 +360,30 @@ class Frontier:
         """Rebuild the in-memory heap of one partition from persisted host states.
 
         Called when a partition is first seen (worker start, or a rebalance handed it
-        over): a host that was busy when its previous owner died is released, since
-        the completion for that fetch may never come; the fetch is re-dispatched, but
-        only a politeness wait after now. That fetch has ended by now (its worker died,
-        or cancelled it when the partition was revoked: ``forget``), yet when it ended
-        is unknown, so the host's clock restarts from the adoption.
+        over). A host that was busy then stays busy with that fetch for
+        `Politeness.adopt_grace` seconds: its completion may be on its way still. A
+        fetch ends before its completion is sent, and the completion is sent only
+        once the page is on the broker, so at a rebalance the frontier topic (or the
+        fetch stage's outbox) holds the completions of fetches that are over; the
+        new owner reads them right after the adoption. Released at once, as before,
+        the host had its fetch done again and the completion that came next ignored
+        (the fault harness saw every URL fetched twice at a rebalance come so).
+        A completion within the grace releases the host as any completion does
+        (counted in `adopted_completed`); after it, the fetch is taken as lost (its
+        worker died, or cancelled it when the partition was revoked: ``forget``) and
+        done again, first of its host's URLs and a politeness wait after the grace
+        ran out (`_release_adopted`), a fetch request of it read again is refused
+        meanwhile (``claim``).
 
         `stored_since(url, t)` says whether a page of `url` fetched at or after `t` is
         stored (the page store; None: not known). A fetch in flight whose page is
         stored already is not done again: its page went down the pipeline ahead of its
         completion, which the crash lost (the frontier's topic lags the pages' under
-        load). Counted in `adopted_stored`.
+        load). Its host is released at once. Counted in `adopted_stored`.
         """
         pq = self._partitions.setdefault(partition, _PartitionQueue())
         now = self.clock()
+        self._stored_since = stored_since
         for authority, state in states:
             if self.partition_of(authority) != partition:
                 continue
@@ -371,28 +392,58 @@ class Frontier:
                 state = self._upgrade(authority, state)
             self._queued[partition] = self._queued.get(partition, 0) + pending(state)
             if state.get("busy"):
-                state = _copy(state)
-                inflight = state.get("inflight")
-                if inflight and state.get("robots") != ROBOTS_PENDING:
-                    url = str(inflight.get("url", ""))
-                    if stored_since is not None and stored_since(url, float(state["busy"])):
-                        self.adopted_stored += 1  # fetched and stored: not again
-                    else:
-                        self._push_front(authority, state, inflight)  # the lost fetch, first
-                if state.get("robots") == ROBOTS_PENDING:
-                    # a refresh of known rules keeps them (and is asked again at once)
-                    refreshing = float(state.get("robots_expires") or 0.0) > 0.0
-                    state["robots"] = ROBOTS_READY if refreshing else ROBOTS_UNKNOWN
-                state["busy"] = 0.0
-                state["inflight"] = None
-                state["next"] = max(
-                    float(state.get("next", 0.0)),
-                    now + self._politeness_wait(state, float(state.get("last_ms", 0.0))),
-                )
-                self._put(authority, state)
+                dispatched_at = float(state["busy"])
+                if self._stored_already(state):
+                    state = self._release_adopted(authority, _copy(state), now, stored=True)
+                else:
+                    # busy until its completion comes, or the grace runs out
+                    self._remember(authority, state)
+                    self._busy[authority] = state
+                    self._started[authority] = dispatched_at  # its request: not again
+                    self._note_lease(authority, dispatched_at)
+                    self.in_flight += 1
+                    deadline = now + self.policy.adopt_grace
+                    self._adopted[authority] = deadline
+                    self._schedule(pq, authority, deadline)
+                    continue
             if self._has_work(state):
                 self._schedule(pq, authority, max(now, float(state.get("next", 0.0))))
         self._partitions[partition] = pq
+
+    def _stored_already(self, state: HostState) -> bool:
+        """Whether the page of the busy host's fetch in flight is stored (`adopt`)."""
+        inflight, stored_since = state.get("inflight"), self._stored_since
+        if not inflight or state.get("robots") == ROBOTS_PENDING or stored_since is None:
+            return False
+        if stored_since(str(inflight.get("url", "")), float(state["busy"])):
+            self.adopted_stored += 1  # fetched and stored: not again
+            return True
+        return False
+
+    def _release_adopted(
+        self, authority: str, state: HostState, now: float, *, stored: bool = False
+    ) -> HostState:
+        """Release a host that was busy at its adoption: its fetch is lost, and done
+        again first of its URLs (not if `stored`: its page is stored already), the
+        host asked again a politeness wait after `now`. The fetch has ended by now,
+        yet when it ended is unknown, so the host's clock restarts from `now`.
+        `state` is a copy this may change; returns it, written."""
+        self._adopted.pop(authority, None)
+        inflight = state.get("inflight")
+        if inflight and not stored and state.get("robots") != ROBOTS_PENDING:
+            self._push_front(authority, state, inflight)  # the lost fetch, first
+        if state.get("robots") == ROBOTS_PENDING:
+            # a refresh of known rules keeps them (and is asked again at once)
+            refreshing = float(state.get("robots_expires") or 0.0) > 0.0
+            state["robots"] = ROBOTS_READY if refreshing else ROBOTS_UNKNOWN
+        state["busy"] = 0.0
+        state["inflight"] = None
+        state["next"] = max(
+            float(state.get("next", 0.0)),
+            now + self._politeness_wait(state, float(state.get("last_ms", 0.0))),
+        )
+        self._put(authority, state)
+        return state
 
     def _upgrade(self, authority: str, state: HostState) -> HostState:
         """A host state from before the tiers (one FIFO range of `authority\x00seq`
@@ -425,6 +476,7 @@ class Frontier:
         for authority in [a for a, _ in self._busy_hosts(partition)]:
             del self._busy[authority]
             self._started.pop(authority, None)
+            self._adopted.pop(authority, None)
             self.in_flight = max(0, self.in_flight - 1)
         for authority in [a for a in self._dirty if self.partition_of(a) == partition]:
             del self._dirty[authority]
@@ -610,6 +662,8 @@ class Frontier:
         state = _copy(state)
         self._busy.pop(host, None)
         self._started.pop(host, None)
+        if self._adopted.pop(host, None) is not None:
+            self.adopted_completed += 1  # the fetch in flight at the adoption: done once
         self.in_flight = max(0, self.in_flight - 1)
         inflight: QueueItem = state.get("inflight") or {}
         state_url = str(inflight.get("url") or f"{state['origin']}/robots.txt")
@@ -676,8 +730,22 @@ class Frontier:
                 continue  # stale heap entry
             del pq.scheduled[authority]
             state = self._get(authority)
-            if state is None or state.get("busy"):
+            if state is None:
                 continue
+            if state.get("busy"):
+                deadline = self._adopted.get(authority)
+                if deadline is None:
+                    continue
+                if deadline > now:
+                    self._schedule(pq, authority, deadline)
+                    continue
+                # the grace for the completion of the fetch in flight at the adoption
+                # ran out: that fetch is lost (`adopt`)
+                self._busy.pop(authority, None)
+                self._started.pop(authority, None)
+                self.in_flight = max(0, self.in_flight - 1)
+                stored = self._stored_already(state)
+                state = self._release_adopted(authority, _copy(state), now, stored=stored)
             if float(state.get("next", 0.0)) > now:
                 self._schedule(pq, authority, float(state["next"]))
                 continue
@@ -707,6 +775,7 @@ class Frontier:
             state["busy"] = now
             self._put(authority, state)
             self._busy[authority] = state
+            self._adopted.pop(authority, None)
             oldest = min(oldest, now)
             again.append(Dispatch(url, authority, kind, int(item.get("depth", 0)), now))
         if oldest == math.inf:
