@@ -8,6 +8,7 @@ and then the topic no longer matches the tables co-partitioned with it.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ import topology
 from streams.settings import Settings
 
 
-class TopologyMismatch(RuntimeError):
+class TopologyMismatch(ValueError):
     """An existing topic has a different partition count than the settings ask for."""
 
 
@@ -43,6 +44,11 @@ def cluster_info(bootstrap: str, timeout: float = 10.0) -> tuple[int, str]:
         described = admin.describe_cluster(request_timeout=timeout).result(timeout=timeout)
     except KafkaException as exc:
         raise ValueError(f"no Kafka broker answers at {bootstrap}: {exc.args[0]}") from None
+    except concurrent.futures.TimeoutError:
+        raise ValueError(
+            f"no Kafka broker answers at {bootstrap} (nothing within {timeout:g} s): "
+            "check --bootstrap"
+        ) from None
     return len(described.nodes), str(described.cluster_id or "")
 
 

@@ -437,7 +437,11 @@ def broker_for(settings: Settings) -> Iterator[Settings]:
     from streams.admin import resolve_replication
 
     if settings.bootstrap:
-        yield resolve_replication(settings)
+        from streams.admin import ensure_topics
+
+        effective = resolve_replication(settings)
+        ensure_topics(effective)  # a topic with another partition count: one line, exit 2
+        yield effective
         return
     Path(settings.data_dir).mkdir(parents=True, exist_ok=True)
     if settings.broker == "kafka":

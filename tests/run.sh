@@ -35,4 +35,5 @@ python3 -m venv .venv
     tests/integration/test_recovery.py \
     tests/integration/test_faults.py \
     tests/integration/test_replay.py \
-    tests/integration/test_observe.py
+    tests/integration/test_observe.py \
+    tests/integration/test_bad_cluster.py
