@@ -27,8 +27,11 @@ python3 -m venv .venv
 .venv/bin/mypy streams tests topology
 
 # The whole suite on Tansu (two processes, each with its own broker), then the
-# crawl, resume, multi-worker, fault, replay and observe tests on Apache Kafka.
-.venv/bin/pytest -q -n 2 --dist loadscope
+# crawl, resume, multi-worker, fault, replay and observe tests on Apache Kafka, then
+# the faults on a 3-node Kafka alone: its three JVMs and four workers fill both
+# cores, and beside other tests a worker's table recovery stalled (Faust: "no event
+# received ... since recovery start") until the test's deadline.
+.venv/bin/pytest -q -n 2 --dist loadscope --ignore=tests/integration/test_kafka_faults.py
 .venv/bin/pytest -q -n 2 --dist loadscope --broker kafka \
     tests/integration/test_crawl_pipeline.py \
     tests/integration/test_resume.py \
@@ -37,3 +40,4 @@ python3 -m venv .venv
     tests/integration/test_replay.py \
     tests/integration/test_observe.py \
     tests/integration/test_bad_cluster.py
+.venv/bin/pytest -q tests/integration/test_kafka_faults.py
