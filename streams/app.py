@@ -12,8 +12,10 @@ import contextlib
 import contextvars
 import gc
 import logging
+import os
 import signal
 import sys
+import threading
 import time
 import weakref
 from collections.abc import Callable
@@ -765,6 +767,17 @@ def create_app(settings: Settings) -> SeineApp:
             c.rewinds += 1
             await rewind(app, topic, partition, offset)
 
+    @app.timer(interval=5.0)
+    async def watch_brokers() -> None:
+        """Stop with one line when the cluster has been gone for broker_lost_timeout:
+        librdkafka would retry for ever, flooding the log, while nothing moves."""
+        if seine.finished or ctx.producer.brokers_down_since is None:
+            return
+        loop = asyncio.get_running_loop()
+        down = await loop.run_in_executor(None, ctx.producer.brokers_down_for)
+        if down >= settings.broker_lost_timeout:
+            lost_broker(seine, down)
+
     @app.timer(interval=0.25)
     async def watch() -> None:
         if seine.on_progress is not None:
@@ -813,6 +826,35 @@ def create_app(settings: Settings) -> SeineApp:
     if settings.web_enabled:
         register_observe(seine)
     return seine
+
+
+#: Exit status of a worker that lost its cluster (`lost_broker`).
+EXIT_BROKER_LOST = 4
+#: Seconds a worker that lost its cluster waits for its own stop before it exits.
+LOST_BROKER_EXIT_AFTER = 15.0
+
+
+def lost_broker(seine: SeineApp, down: float) -> None:
+    """The cluster is gone: say so in one line and stop. The page store is closed on
+    the way out; what was between stages is on the brokers (Kafka) or rebuilt by the
+    resume (Tansu), so a rerun continues. A stop can itself wait on the missing
+    brokers (commits, flushes), so the process exits after LOST_BROKER_EXIT_AFTER."""
+    print(
+        f"seine: lost the Kafka cluster at {seine.settings.bootstrap}: no broker has "
+        f"answered for {down:.0f} s; stopping (run the same command again to continue)",
+        file=sys.stderr,
+        flush=True,
+    )
+    seine.stop(EXIT_BROKER_LOST)
+
+    def exit_now() -> None:
+        with contextlib.suppress(Exception):
+            seine.store.close()
+        os._exit(EXIT_BROKER_LOST)
+
+    timer = threading.Timer(LOST_BROKER_EXIT_AFTER, exit_now)
+    timer.daemon = True
+    timer.start()
 
 
 def tune_gc(settings: Settings) -> None:

@@ -102,6 +102,10 @@ class StageProducer:
             "acks": "all",
         }
         settings.update(config)
+        #: monotonic time librdkafka said every broker is down; None while one answers
+        #: (`brokers_down_for`).
+        self.brokers_down_since: float | None = None
+        settings.setdefault("error_cb", self._on_error)
         self._producer = Producer(settings)
         #: Where changelog records go: the same producer, or one that lingers longer.
         self._changelogs: Producer | None = None
@@ -118,6 +122,24 @@ class StageProducer:
         self.last_error: str | None = None
         #: Failed deliveries not yet reported by `flush` (they stop the next commit).
         self._unreported_failures = 0
+
+    def _on_error(self, error: KafkaError) -> None:
+        if error.code() == KafkaError._ALL_BROKERS_DOWN and self.brokers_down_since is None:
+            self.brokers_down_since = time.monotonic()
+
+    def brokers_down_for(self, probe_timeout: float = 2.0) -> float:
+        """Seconds every broker has been unreachable, 0.0 while one answers. librdkafka
+        says when all are down but not when one is back, so a metadata request asks
+        (blocking up to `probe_timeout`: call it off the event loop)."""
+        since = self.brokers_down_since
+        if since is None:
+            return 0.0
+        try:
+            self._producer.list_topics(timeout=probe_timeout)
+        except KafkaException:
+            return time.monotonic() - since
+        self.brokers_down_since = None
+        return 0.0
 
     def _on_delivery(self, error: KafkaError | None, message: Message) -> None:
         if error is not None:

@@ -90,6 +90,9 @@ class Settings:
     robots_retry: float = 60.0
     #: Longest a Ctrl-C'd `seine crawl` drains (in-flight work to the end) before it stops.
     drain_timeout: float = 60.0
+    #: Seconds a worker goes on while no broker of its cluster answers (a cluster gone
+    #: mid-crawl) before it stops with a one-line error; a rerun continues the crawl.
+    broker_lost_timeout: float = 30.0
     #: A page answered 429/503 goes back to its queue (3 times at most) if the host's
     #: wait (Retry-After, politeness) is at most this many seconds; else it is given up.
     max_retry_wait: float = 10.0
