@@ -26,7 +26,7 @@ class TopologyMismatch(ValueError):
 def expected_partitions(settings: Settings) -> dict[str, int]:
     return {
         topology.topic_name(settings.app_id, spec): settings.partitions if spec.scaled else 1
-        for spec in topology.TOPICS
+        for spec in topology.TOPICS + topology.SERVICE_TOPICS
     }
 
 

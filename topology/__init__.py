@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-Keying = Literal["host", "fingerprint", "none"]
+Keying = Literal["host", "fingerprint", "link", "none"]
 
 
 @dataclass(frozen=True)
@@ -97,6 +97,17 @@ TOPICS: tuple[TopicSpec, ...] = (
     CRAWL_LOG,
     DEAD_LETTERS,
 )
+
+#: The short-link service's topics (streams.web.shortlinks), beside the crawl's.
+#: "link" keying: a long URL's home partition, from its first short code's hash.
+#: They are created up front with the crawl's: a consumer that subscribes before
+#: a topic exists is not assigned its partitions until its next metadata refresh
+#: (minutes on Apache Kafka, which does not auto-create topics).
+LINKS_CREATE = TopicSpec(
+    "links-create", "link", "json", doc="Short-link creations and expiry sweeps, per partition."
+)
+LINK_CLICKS = TopicSpec("link-clicks", "link", "json", doc="Redirect clicks, batched per second.")
+SERVICE_TOPICS: tuple[TopicSpec, ...] = (LINKS_CREATE, LINK_CLICKS)
 
 
 @dataclass(frozen=True)

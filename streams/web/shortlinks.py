@@ -78,6 +78,7 @@ from faust.types import TP
 from faust.web import View
 from yarl import URL
 
+import topology
 from streams.core.partitioning import partition_for
 from streams.core.shortcodes import (
     LRUCache,
@@ -101,8 +102,8 @@ log = logging.getLogger("seine.shortlinks")
 ROUTED_HEADER = "X-Seine-Routed-For"
 #: Where the entry worker serves short URLs: the owner writes short_url with it.
 SHORT_BASE_HEADER = "X-Seine-Short-Base"
-CREATE_TOPIC = "links-create"
-CLICKS_TOPIC = "link-clicks"
+CREATE_TOPIC = topology.LINKS_CREATE.name
+CLICKS_TOPIC = topology.LINK_CLICKS.name
 
 
 @dataclass
@@ -191,8 +192,8 @@ class ShortLinks:
         self.redirect_process: subprocess.Popen[bytes] | None = None
 
     def _topic(self, name: str) -> Any:
-        # internal=True: Faust creates the topic (with these partitions) before
-        # subscribing; streams.admin.ensure_topics knows only the crawl's topics.
+        # streams.admin.ensure_topics creates it up front (topology.SERVICE_TOPICS);
+        # internal=True lets Faust create it where no one did (tests' bare apps).
         return self.app.topic(
             name,
             partitions=self.partitions,
