@@ -636,6 +636,39 @@ class Frontier:
         holes.add(old_key)
         return new_tier, tail
 
+    def accounts_for(self, url: str, tier: int, seq: int) -> bool:
+        """Whether the host's queue, as this frontier serves it, accounts for `url`
+        queued in slot (tier, seq) (what the URL registry's ``queued`` state names):
+        the host state knows that enqueue (the slot is below its tier's tail) and the
+        slot does not hold another URL's item. A slot its head has passed was served;
+        an empty one is a hole a move left (a lazy move lost with a restart leaves the
+        item at its old key, where it is served).
+
+        False means the enqueue was lost while the registry kept it: after the whole
+        cluster went away, recovery replays each table's changelog over the local
+        RocksDB, and a host state whose last changelog records never reached the
+        broker comes back older than the queue item and the registry state written
+        beside it, so the item lies past the tail, where the next enqueue writes
+        another URL over it. The frontier message that queued it is read again (its
+        offset was never committed), and must queue it again, not drop it as known.
+        """
+        authority = authority_of(url)
+        state = self._get(authority)
+        if state is None or not 0 <= tier < TIERS or "tails" not in state:
+            return False
+        if seq >= int(state["tails"][tier]):
+            return False  # the host state never heard of that enqueue
+        if seq < int(state["heads"][tier]):
+            return True  # served (dispatched, decided or skipped) already
+        key = queue_key(authority, tier, seq)
+        entry = self._lazy.get(key)
+        if entry is not None:
+            return entry[0].get("url") == url
+        if key in self._moved or key in self._holes:
+            return True  # this frontier moved the item on from here
+        item = self.queue.get(key)
+        return item is None or item.get("url") == url
+
     def complete(
         self,
         host: str,

@@ -74,6 +74,10 @@ def handle(
     message read twice (at-least-once: its offset was not committed when a worker
     died, and Apache Kafka delivers it again after the restart), changes nothing.
     URLs a resume re-queues (`RESUME_VIA`) and sitemaps due again are queued as sent.
+    A ``queued`` state the frontier's own tables no longer account for
+    (`Frontier.accounts_for`: the host state came back from its changelog older than
+    the registry and the queue, after the whole cluster went away) is not trusted:
+    that URL is queued again, or it would never be fetched.
     """
     if not frontier.knows_partition(partition):
         frontier.adopt(partition, host_states, stored_since)
@@ -87,7 +91,7 @@ def handle(
     if retier:
         new_urls = [c for c in new_urls if not is_retier(c.get("via"))]
     if new_urls:
-        new_urls = _without_known(new_urls, registry)
+        new_urls = _without_known(new_urls, registry, frontier)
     for candidate in new_urls:
         inlinks = candidate.get("inlinks", 1)
         refused = frontier.enqueue(
@@ -167,13 +171,29 @@ def handle(
 
 
 def _without_known(
-    candidates: list[dict[str, Any]], registry: StateRegistry | None
+    candidates: list[dict[str, Any]],
+    registry: StateRegistry | None,
+    frontier: Frontier | None = None,
 ) -> list[dict[str, Any]]:
     """The candidates, less pages this frontier has acted on (the registry holds a
-    state of its own for them) or that come earlier in the same message."""
+    state of its own for them) or that come earlier in the same message.
+
+    A ``queued`` state names its slot; when the `frontier` does not account for the
+    URL there (`Frontier.accounts_for`), the enqueue it records was lost and the
+    candidate is kept: it is queued again, once."""
     checked = [c["url"] for c in candidates if _checked(c)]
     states = registry.states(checked) if registry is not None and checked else {}
     known = {url for url, state in states.items() if state and "s" in state}
+    if frontier is not None:
+        lost = [url for url in known if _enqueue_lost(frontier, url, states[url])]
+        if lost:
+            known.difference_update(lost)
+            log.info(
+                "frontier: %d URLs queued in the registry but not in the queue (their "
+                "host state came back older): queued again (e.g. %s)",
+                len(lost),
+                lost[0][:200],
+            )
     kept: list[dict[str, Any]] = []
     for candidate in candidates:
         url = candidate["url"]
@@ -186,6 +206,14 @@ def _without_known(
     if dropped:
         log.debug("frontier: %d URLs already acted on, dropped", dropped)
     return kept
+
+
+def _enqueue_lost(frontier: Frontier, url: str, state: Mapping[str, Any] | None) -> bool:
+    """Whether a URL the registry holds as queued in a slot is not in that slot as far
+    as the frontier's tables go (see `Frontier.accounts_for`)."""
+    if not state or state.get("s") != "queued" or "q" not in state or "tier" not in state:
+        return False
+    return not frontier.accounts_for(url, int(state["tier"]), int(state["q"]))
 
 
 def _checked(candidate: dict[str, Any]) -> bool:

@@ -84,7 +84,8 @@ class Crawl:
             "completions": list(completions),
             "tick": False,
         }
-        frontier_stage.handle(0, event, self.frontier, (), self.out, registry=self.counting)  # type: ignore[arg-type]
+        hosts = list(self.frontier.hosts.items())  # adopted when the frontier is new
+        frontier_stage.handle(0, event, self.frontier, hosts, self.out, registry=self.counting)  # type: ignore[arg-type]
         return self.out.fetches[sent:]
 
     def register(self, *urls: str) -> None:
@@ -399,6 +400,93 @@ def test_a_frontier_message_read_twice_queues_nothing_twice(tmp_path: Path) -> N
     resumed = {"url": other, "depth": 0, "priority": 0, "via": RESUME_VIA, "kind": "page"}
     crawl.handle(candidates=[resumed])
     assert crawl.frontier.queued == 1
+
+
+def _answer(crawl: Crawl, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Complete the requests now; returns the requests that made due."""
+    return crawl.handle(completions=[{**done(r), "finished_at": crawl.clock.now} for r in requests])
+
+
+def _fetch_to_the_end(crawl: Crawl, requests: list[dict[str, Any]]) -> None:
+    """Answer every fetch request (and the ones each answer makes due), waking the
+    frontier past every politeness wait, until nothing is queued or in flight."""
+    for _ in range(100):
+        if not requests:
+            crawl.clock.now += 60.0
+            requests = crawl.handle()  # a tick
+            if not requests:
+                return
+        requests = _answer(crawl, requests)
+    raise AssertionError("the crawl did not end")
+
+
+def _one_page_fetched(crawl: Crawl, url: str) -> None:
+    """robots.txt and `url` fetched; the host then waits its delay."""
+    (robots,) = crawl.handle([url])
+    assert _answer(crawl, [robots]) == []
+    crawl.clock.now += 60.0
+    (first,) = crawl.handle()
+    assert _answer(crawl, [first]) == []
+
+
+@pytest.mark.parametrize("overwritten_first", [False, True])
+def test_a_url_whose_enqueue_the_host_state_lost_is_queued_again(
+    tmp_path: Path, overwritten_first: bool
+) -> None:
+    """The whole cluster goes away mid-crawl: the frontier queues a URL (a queue item
+    and its registry state, on local RocksDB), but the host state's changelog record
+    never reaches the broker. The rerun's recovery replays the hosts changelog over the
+    local table, so the host comes back older than the item and the registry (its tail
+    before the item's slot), and the frontier message that queued the URL is read again
+    (its offset was never committed). It must queue the URL again, not drop it as
+    known; the next URL of that host is written in the lost item's slot, before or
+    after the message is read again. Every page is fetched, once."""
+    crawl = Crawl(tmp_path / "reg", Politeness(delay=10.0))
+    one, lost, new = "http://a.test/1", "http://a.test/lost", "http://a.test/new"
+    crawl.register(one, lost, new)
+    _one_page_fetched(crawl, one)
+    delivered = {host: dict(state) for host, state in crawl.frontier.hosts.items()}
+    assert crawl.handle([lost]) == []  # queued: the last host state the broker saw is older
+    assert crawl.state(lost)["s"] == "queued"
+    # the rerun: hosts as their changelog had them, queue and registry as on disk
+    crawl.frontier = Frontier(
+        delivered, crawl.frontier.queue, Politeness(), lambda _: 0, crawl.clock
+    )
+    if overwritten_first:
+        crawl.handle([new])  # a new URL of the host lands in the lost item's slot
+        crawl.handle([lost])  # the message that queued it, read again
+    else:
+        crawl.handle([lost])
+        crawl.handle([new])
+    _fetch_to_the_end(crawl, [])
+    pages = [r["url"] for r in crawl.out.fetches if r["kind"] == "page"]
+    assert sorted(pages) == sorted([one, lost, new])  # each page once, none lost
+    assert crawl.state(lost)["s"] == crawl.state(new)["s"] == "fetched"
+
+
+def test_a_message_read_again_after_a_lazy_move_queues_nothing_twice(tmp_path: Path) -> None:
+    """The registry names the slot a re-tier moved a URL to; a restart loses the move
+    held in memory (the item is served at its old key) and reads the messages that
+    queued the URL and asked the move again: the empty new slot is a move's hole, not a
+    lost enqueue, so the page is fetched once."""
+    crawl = Crawl(tmp_path / "reg", Politeness(delay=10.0))
+    one, moved = "http://a.test/1", "http://a.test/moved"
+    crawl.register(one, moved)
+    _one_page_fetched(crawl, one)
+    deep = {"url": moved, "depth": 5, "priority": 0, "via": None, "inlinks": 1, "kind": "page"}
+    crawl.handle(candidates=[deep])
+    state = crawl.state(moved)
+    request = retier_candidate(moved, state, {**state, "in": 64})
+    assert request is not None
+    crawl.handle(candidates=[request])
+    assert crawl.state(moved)["tier"] < state["tier"]  # moved, in memory only
+    crawl.frontier = Frontier(
+        crawl.frontier.hosts, crawl.frontier.queue, Politeness(), lambda _: 0, crawl.clock
+    )
+    crawl.handle(candidates=[deep, request])  # both messages read again
+    _fetch_to_the_end(crawl, [])
+    pages = [r["url"] for r in crawl.out.fetches if r["kind"] == "page"]
+    assert sorted(pages) == [one, moved]
 
 
 class _World:
