@@ -314,8 +314,9 @@ class KafkaCluster:
             self._java(
                 "kafka.tools.StorageTool",
                 "format",
-                "-t",
-                self.cluster_id,
+                # one argument: an id may start with "-" (base64url), which a separate
+                # argument would make look like an option to the tool's parser
+                f"--cluster-id={self.cluster_id}",
                 "-c",
                 str(config),
                 "--ignore-formatted",

@@ -16,9 +16,11 @@ import time
 import uuid
 from pathlib import Path
 
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from streams import kafka_local
 from streams.kafka_local import quiet_config
 from tests.integration.conftest import REPO, run_seine
 
@@ -137,3 +139,14 @@ def test_no_jars_is_one_line_and_exit_2(tmp_path: Path) -> None:
     env = {**os.environ, "SEINE_KAFKA_LIBS": str(tmp_path / "nothing-here")}
     done = run_seine(["broker", "kafka", "--data-dir", str(tmp_path / "c")], env=env, timeout=60)
     _one_line_error(done, "no Kafka jars")
+
+
+def test_a_cluster_id_starting_with_a_dash_formats(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 1 in 64 random ids starts with "-" (base64url): the storage tool once read it
+    # as an option and refused to format the node
+    monkeypatch.setattr(kafka_local, "_cluster_id", lambda: "-dashed-cluster-id-0000")
+    with kafka_local.KafkaCluster(tmp_path / "kafka", 1) as cluster:
+        assert cluster.cluster_id == "-dashed-cluster-id-0000"
+        assert (tmp_path / "kafka" / "bootstrap").read_text().strip() == cluster.bootstrap
