@@ -93,6 +93,12 @@ SCENARIOS: dict[str, tuple[str, ...]] = {
 #: Rebalances each fault brings: a kill's dead member leaves and its restart joins; a
 #: worker added or stopped is one; a broker's kill moves leaders, and at most makes a
 #: member rejoin (a commit refused by a coordinator that moved).
+#: What each Faust consumer fix logs when it acts (see the report's consumer_fixes_acted).
+CONSUMER_FIX_LINES = {
+    "guard_commits": "] held: offset ",
+    "refetch_skips": "were skipped by the fetch: reading them again",
+    "hold_gaps": "were skipped by the fetch: the commit waits",
+}
 REBALANCES = {"kill worker": 2, "kill leader": 1, "add worker": 1, "stop worker": 1}
 
 
@@ -677,6 +683,16 @@ def judge(
             path.read_text(encoding="utf-8", errors="replace").count("not started twice")
             for path in root.glob("spare-*.log")
         ),
+        # the Faust consumer fixes at work (streams/kafka_tuning.py guard_commits,
+        # streams/consumer_state.py refetch_skips and hold_gaps): each line a message
+        # Faust 0.15.3 would have committed over unhandled, i.e. lost
+        "consumer_fixes_acted": {
+            name: sum(
+                path.read_text(encoding="utf-8", errors="replace").count(line)
+                for path in root.glob("spare-*.log")
+            )
+            for name, line in CONSUMER_FIX_LINES.items()
+        },
         "recovery_seconds_by_partition": recovery,
         "recovery_seconds_max": max(figures, default=None),
     }

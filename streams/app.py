@@ -144,6 +144,8 @@ class SeineApp:
             "skipped_offsets": getattr(self.app.consumer, "_seine_skipped", 0),
             # fetches re-done at once because they passed over offsets (refetch_skips)
             "refetches": getattr(self.app.consumer, "_seine_refetches", 0),
+            # commits held because a message before them was not handled (guard_commits)
+            "commits_held": getattr(self.app.consumer, "_seine_commits_held", 0),
             # partitions whose records are not all handed to their agent (a stalled
             # crawl's supervisor prints them: where did the unhandled message stop?)
             "lagging": lagging_partitions(self.app, self._consumed_topics),

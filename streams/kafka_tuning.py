@@ -195,7 +195,19 @@ def guard_commits() -> None:
             gap_starts = [interval.begin for interval in gap] if gap else []
             first = first_pending_offset(acked, gap_starts)
             head = _expected_heads(self).get(tp)
-            if not commit_allowed(first, self._committed_offset[tp], head):
+            committed = self._committed_offset[tp]
+            if not commit_allowed(first, committed, head):
+                held = self.__dict__.setdefault("_seine_held_at", {})
+                if held.get(tp) != first:  # one line per hold, not one per commit round
+                    held[tp] = first
+                    self._seine_commits_held = getattr(self, "_seine_commits_held", 0) + 1
+                    self.log.warning(
+                        "commit of %s[%s] held: offset %s is not handled yet (first pending %s)",
+                        tp.topic,
+                        tp.partition,
+                        committed if committed is not None else head,
+                        first,
+                    )
                 return None
         result: int | None = original_new_offset(self, tp)
         return result
