@@ -3,6 +3,8 @@ where the partition's last commit (or, with none yet, its earliest offset) left 
 
 from __future__ import annotations
 
+import logging
+
 from streams.kafka_tuning import commit_allowed, first_pending_offset
 
 
@@ -52,10 +54,12 @@ def _consumer_state(acked: list[int], committed: int | None, head: int | None) -
     from collections import defaultdict
     from types import SimpleNamespace
 
+    from faust.types import TP
     from intervaltree import IntervalTree
 
-    tp = ("links", 0)
+    tp = TP("links", 0)
     state = SimpleNamespace(
+        log=logging.getLogger("test-commit-guard"),
         _acked=defaultdict(list, {tp: list(acked)}),
         _acked_index=defaultdict(set, {tp: set(acked)}),
         _gap=defaultdict(IntervalTree),
@@ -67,11 +71,12 @@ def _consumer_state(acked: list[int], committed: int | None, head: int | None) -
 
 def test_faust_new_offset_with_the_guard() -> None:
     from faust.transport.consumer import Consumer
+    from faust.types import TP
 
     from streams.kafka_tuning import guard_commits
 
     guard_commits()
-    tp = ("links", 0)
+    tp = TP("links", 0)
     # offset 0 never handled: Faust alone would commit 3 here
     assert Consumer._new_offset(_consumer_state([1, 2], None, 0), tp) is None  # type: ignore[arg-type]
     assert Consumer._new_offset(_consumer_state([0, 1, 2], None, 0), tp) == 3  # type: ignore[arg-type]
