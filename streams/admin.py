@@ -55,8 +55,7 @@ def cluster_info(bootstrap: str, timeout: float = 10.0) -> tuple[int, str]:
 def resolve_replication(settings: Settings) -> Settings:
     """Settings fitted to the cluster they point at: the replication factor and
     min.insync.replicas the topics get (-1 means min(3, brokers) and min(2, replication
-    factor)), and Tansu's highwater check off on any other broker (Apache Kafka lists
-    exact highwaters: Settings.verify_highwaters)."""
+    factor)), and the Tansu workarounds off on any other broker (Settings.tansu_fixes)."""
     brokers, cluster_id = cluster_info(settings.bootstrap)
     rf = settings.replication_factor
     if rf < 1:
@@ -71,7 +70,7 @@ def resolve_replication(settings: Settings) -> Settings:
         )
     changes: dict[str, Any] = {"replication_factor": rf, "min_insync_replicas": min_isr}
     if cluster_id != TANSU_CLUSTER_ID:
-        changes["verify_highwaters"] = False
+        changes["tansu_fixes"] = False
     return settings.with_overrides(**changes)
 
 

