@@ -33,6 +33,7 @@ Politeness rules, all enforced here and nowhere else:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import heapq
 import logging
@@ -430,8 +431,10 @@ class Frontier:
         `state` is a copy this may change; returns it, written."""
         self._adopted.pop(authority, None)
         inflight = state.get("inflight")
+        requeued_at = ""
         if inflight and not stored and state.get("robots") != ROBOTS_PENDING:
-            self._push_front(authority, state, inflight)  # the lost fetch, first
+            requeued_at = self._push_front(authority, state, inflight)  # the lost fetch, first
+        self._settle(state, requeued_at)
         if state.get("robots") == ROBOTS_PENDING:
             # a refresh of known rules keeps them (and is asked again at once)
             refreshing = float(state.get("robots_expires") or 0.0) > 0.0
@@ -630,10 +633,7 @@ class Frontier:
         state["tails"][new_tier] = tail + 1
         self._put(authority, state)
         self._count(authority, 1)  # the hole, until the head passes it
-        holes = self._holes
-        if len(holes) >= HOLES_SIZE:
-            holes.clear()  # those are read when the head gets there, as before
-        holes.add(old_key)
+        self._hole(old_key)
         return new_tier, tail
 
     def accounts_for(self, url: str, tier: int, seq: int) -> bool:
@@ -706,6 +706,9 @@ class Frontier:
         state["last_ms"] = elapsed_ms
         decisions: list[Decision] = []
         connection_failed = status == 0
+        throttled = status in (429, 503) and kind == "page"
+        if not throttled:
+            self._settle(state)  # (before a drain, which would read the item again)
         if kind == "robots":
             # Apply the new rules first: the robots.txt fetch was a request to the host
             # too, so its own Crawl-delay already spaces the first page from it.
@@ -729,10 +732,14 @@ class Frontier:
                     )
             else:
                 state["errors"] = 0
-        if status in (429, 503) and kind == "page":
+        if throttled:
             if retry_after is not None:
                 wait = max(wait, min(retry_after, MAX_ERROR_BACKOFF))
-            decisions.append(self._retry_later(host, state, inflight, status, retry_after, wait))
+            decision, requeued_at = self._retry_later(
+                host, state, inflight, status, retry_after, wait
+            )
+            decisions.append(decision)
+            self._settle(state, requeued_at)
         elif connection_failed and kind == "page" and state["errors"] < PARK_AFTER_ERRORS:
             decisions.append(
                 Decision(
@@ -890,16 +897,21 @@ class Frontier:
             return "host-queue-full", f"{policy.max_host_queue} URLs already queued for the host"
         return None
 
-    def _push_front(self, authority: str, state: HostState, item: QueueItem) -> None:
-        """Put an item back at the head of its tier (a lost or throttled fetch goes first)."""
+    def _push_front(self, authority: str, state: HostState, item: QueueItem) -> str:
+        """Put an item back at the head of its tier (a lost or throttled fetch goes
+        first); returns its queue key."""
         tier = min(TIERS - 1, max(0, int(item.get("tier", TIERS - 1))))
         head = int(state["heads"][tier]) - 1
-        self.queue[queue_key(authority, tier, head)] = item
+        key = queue_key(authority, tier, head)
+        self.queue[key] = item
         state["heads"][tier] = head
         self._count(authority, 1)
+        return key
 
-    def _pop_next(self, authority: str, state: HostState) -> QueueItem | None:
-        """The host's next URL, from the tier smooth weighted round robin picks.
+    def _pop_next(self, authority: str, state: HostState) -> tuple[QueueItem | None, str]:
+        """The host's next URL, from the tier smooth weighted round robin picks, and the
+        queue key where its item lies still: the item is left in ``queue`` (see
+        `_mark_busy`), the caller deletes it (`_unqueue`) unless it dispatches it.
 
         Each non-empty tier earns its weight; the richest is served and pays the sum
         of the weights in play. Over any run the tiers are served in proportion to
@@ -916,15 +928,18 @@ class Frontier:
             else:
                 credit[tier] = 0  # an empty tier neither saves up nor owes
         if best < 0:
-            return None
+            return None, ""
         credit[best] -= total
         seq = int(heads[best])
         heads[best] = seq + 1
         self._count(authority, -1)
-        return self._take(queue_key(authority, best, seq))
+        key = queue_key(authority, best, seq)
+        return self._take(key, keep=True)
 
-    def _take(self, key: str) -> QueueItem | None:
+    def _take(self, key: str, keep: bool = False) -> tuple[QueueItem | None, str]:
         """Pop a queue item; a hole this frontier made is skipped without a read.
+        Returns the item and the key where it lies in ``queue``: with ``keep`` it is
+        left there (`_pop_next`), else deleted (and the key is "").
 
         A lazy move's item comes from memory, and its old key is deleted (the one
         write a pop here would cost). When the old tier's head reaches the old key of
@@ -937,8 +952,13 @@ class Frontier:
             if entry is not None:
                 item, where = entry
                 del self._moved[where]
-                del self.queue[where]
-                return item
+                if not keep:
+                    del self.queue[where]
+                    return item, ""
+                # still in its old tier, above that tier's head: when the head gets
+                # there, or a re-tier asks for it, it is not there for this frontier
+                self._hole(where)
+                return item, where
             new_key = self._moved.pop(key, None)
             if new_key is not None:
                 item, _ = lazy.pop(new_key)
@@ -946,12 +966,35 @@ class Frontier:
                 del self.queue[key]
                 self._holes.discard(key)
                 self.moves_materialized += 1
-                return None
+                return None, ""
         holes = self._holes
         if key in holes:
             holes.discard(key)
-            return None
-        return self.queue.pop(key, None)
+            return None, ""
+        if keep:
+            found = self.queue.get(key)
+            return found, key if found is not None else ""
+        return self.queue.pop(key, None), ""
+
+    def _hole(self, key: str) -> None:
+        holes = self._holes
+        if len(holes) >= HOLES_SIZE:
+            holes.clear()  # those are read when the head gets there, as before
+        holes.add(key)
+
+    def _unqueue(self, key: str) -> None:
+        """Delete a queue item `_pop_next` left in place."""
+        if key:
+            with contextlib.suppress(KeyError):  # (a table recovered without it)
+                del self.queue[key]
+
+    def _settle(self, state: HostState, requeued_at: str = "") -> None:
+        """The host's fetch in flight is over: delete its queue item, left in ``queue``
+        since the dispatch (`_mark_busy`), unless `requeued_at` is that very key (the
+        page went back to the head of its tier, where it was: `_push_front`)."""
+        key = state.pop("inflight_key", None)
+        if key and key != requeued_at:
+            self._unqueue(str(key))
 
     def _busy_hosts(self, partition: int) -> Iterable[tuple[str, HostState]]:
         for authority, state in self._busy.items():
@@ -1007,26 +1050,30 @@ class Frontier:
         status: int,
         retry_after: float | None,
         wait: float,
-    ) -> Decision:
+    ) -> tuple[Decision, str]:
         """A 429/503 means "not now", not "no": the page goes back to the head of its
         host's queue (a few times at most, and only for a short wait), and the crawl log
-        says how long the host waits."""
+        says how long the host waits. Returns the decision and the queue key the page
+        went back to ("" if given up)."""
         told = f", Retry-After {retry_after:g} s" if retry_after is not None else ""
         why = f"HTTP {status}{told}: host waits {wait:g} s"
         retries = int(item.get("retries", 0)) + 1
         url, depth = str(item.get("url", "")), int(item.get("depth", 0))
         if not item or retries > MAX_RETRIES or wait > self.policy.max_retry_wait:
-            return Decision(url, host, "backoff", f"{why}, page given up", depth)
+            return Decision(url, host, "backoff", f"{why}, page given up", depth), ""
         again = dict(item)
         again["retries"] = retries
-        self._push_front(host, state, again)
-        return Decision(
-            url,
-            host,
-            "backoff",
-            f"{why}, page retried ({retries}/{MAX_RETRIES})",
-            depth,
-            requeued=True,
+        requeued_at = self._push_front(host, state, again)
+        return (
+            Decision(
+                url,
+                host,
+                "backoff",
+                f"{why}, page retried ({retries}/{MAX_RETRIES})",
+                depth,
+                requeued=True,
+            ),
+            requeued_at,
         )
 
     def _rules_for(self, state: HostState) -> RobotsRules | None:
@@ -1048,7 +1095,7 @@ class Frontier:
         for tier in range(TIERS):
             head, tail = int(state["heads"][tier]), int(state["tails"][tier])
             for seq in range(head, tail):
-                item = self._take(queue_key(host, tier, seq))
+                item, _ = self._take(queue_key(host, tier, seq))
                 if item:
                     decisions.append(
                         Decision(item["url"], host, outcome, reason, int(item["depth"]))
@@ -1058,10 +1105,24 @@ class Frontier:
         return decisions
 
     def _mark_busy(
-        self, authority: str, state: HostState, now: float, item: QueueItem | None
+        self, authority: str, state: HostState, now: float, item: QueueItem | None, key: str = ""
     ) -> None:
+        """The host is busy with a fetch of `item` (None: robots.txt) from now.
+
+        The item stays in ``queue`` at `key` until the fetch is over (`_settle`): the
+        host state and the queue have changelogs of their own, and a worker killed
+        after the dispatch's delete of the item reached the broker and before the host
+        state naming the fetch did left the URL nowhere: its successor found the host
+        idle and its head on an empty slot, which it skips (a 3-node Kafka fault run
+        lost a seed page so). Left in place, the item is served again from there if
+        the host state is lost, and the host state's ``inflight`` carries it if the
+        delete at the fetch's end gets there first."""
         state["busy"] = now
         state["inflight"] = item
+        if key:
+            state["inflight_key"] = key
+        else:
+            state.pop("inflight_key", None)
         self._put(authority, state)
         self._busy[authority] = state
         self._note_lease(authority, now)
@@ -1094,10 +1155,11 @@ class Frontier:
             if over is not None and over[0] == "host-budget":
                 decisions.extend(self._drain(authority, state, *over))
                 break
-            item = self._pop_next(authority, state)
+            item, key = self._pop_next(authority, state)
             if item is None:
                 continue
             if rules is not None and not rules.allowed(item["url"], self.policy.user_agent):
+                self._unqueue(key)
                 decisions.append(
                     Decision(
                         item["url"],
@@ -1110,7 +1172,7 @@ class Frontier:
                 continue
             self.pages_dispatched += 1
             state["pages"] = int(state.get("pages", 0)) + 1
-            self._mark_busy(authority, state, now, item)
+            self._mark_busy(authority, state, now, item, key)
             kind = item.get("kind", "page")  # hook (sitemaps)
             return Dispatch(item["url"], authority, kind, int(item["depth"]), now)
         self._put(authority, state)

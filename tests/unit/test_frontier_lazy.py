@@ -68,12 +68,15 @@ class DurableMoves(Frontier):
         holes.add(old_key)
         return new_tier, tail
 
-    def _take(self, key: str) -> QueueItem | None:
+    def _take(self, key: str, keep: bool = False) -> tuple[QueueItem | None, str]:
         holes = self._holes
         if key in holes:
             holes.discard(key)
-            return None
-        return self.queue.pop(key, None)
+            return None, ""
+        if keep:  # (a dispatch leaves its item in place since: Frontier._mark_busy)
+            item = self.queue.get(key)
+            return item, key if item is not None else ""
+        return self.queue.pop(key, None), ""
 
 
 class WriteCounter(dict):  # type: ignore[type-arg]
@@ -98,10 +101,35 @@ class WriteCounter(dict):  # type: ignore[type-arg]
 
 def as_served(frontier: Frontier) -> dict[str, Any]:
     """The queue as the frontier serves it: its table, less the old keys of the moves
-    it holds in memory, plus those moves at their new keys."""
-    view = {k: v for k, v in frontier.queue.items() if k not in frontier._moved}
+    it holds in memory, plus those moves at their new keys, less the items of the pages
+    in flight (left in the table until their fetch is over: at the key they were served
+    from, or a lazy move's old key)."""
+    in_flight = in_flight_items(frontier)
+    view = {
+        k: v for k, v in frontier.queue.items() if k not in frontier._moved and k not in in_flight
+    }
     view.update((k, item) for k, (item, _) in frontier._lazy.items())
     return view
+
+
+def in_flight_items(frontier: Frontier) -> dict[str, str]:
+    """Queue key → URL of each page in flight, whose item the table holds there."""
+    out = {}
+    for state in frontier.hosts.values():
+        key = state.get("inflight_key")
+        if key:
+            assert frontier.queue[key]["url"] == state["inflight"]["url"]
+            out[key] = state["inflight"]["url"]
+    return out
+
+
+def host_states(frontier: Frontier) -> dict[str, Any]:
+    """The host states, less where the item of the page in flight lies (a lazy move's
+    old key, or where a written move put it)."""
+    return {
+        host: {k: v for k, v in state.items() if k != "inflight_key"}
+        for host, state in frontier.hosts.items()
+    }
 
 
 HOSTS = ["a.test", "b.test", "c.test"]
@@ -213,8 +241,11 @@ def test_lazy_moves_dispatch_and_decide_as_written_moves_do(
         step = rng.choice([0.0, 0.5, 3.0])
         for r in runs:
             r.clock.now += step
-        assert ref.frontier.hosts == lazy.frontier.hosts
-        assert dict(ref.frontier.queue) == as_served(lazy.frontier)
+        assert host_states(ref.frontier) == host_states(lazy.frontier)
+        assert as_served(ref.frontier) == as_served(lazy.frontier)
+        assert sorted(in_flight_items(ref.frontier).values()) == sorted(
+            in_flight_items(lazy.frontier).values()
+        )
         assert ref.frontier.queued == lazy.frontier.queued
         assert ref.frontier.in_flight == lazy.frontier.in_flight
     assert lazy.frontier.queue.writes < ref.frontier.queue.writes  # type: ignore[attr-defined]
@@ -236,12 +267,12 @@ def test_the_differential_covers_every_path_of_a_lazy_move() -> None:
                 seen["chained" if chained else "written" if full else "lazy"] += 1
             return slot
 
-        def _take(self, key: str) -> QueueItem | None:
+        def _take(self, key: str, keep: bool = False) -> tuple[QueueItem | None, str]:
             served = key in self._lazy
-            item = super()._take(key)
+            taken = super()._take(key, keep)
             if served:
                 seen["served"] += 1
-            return item
+            return taken
 
     for seed in range(12):
         for lazy_moves in (LAZY_MOVES, 3):
@@ -534,7 +565,8 @@ def test_a_parked_host_settles_its_moves_in_memory() -> None:
 
 def test_a_throttled_page_served_from_a_move_goes_back_to_its_new_slot() -> None:
     """A 503 puts the page back where it was served from, in the table: a crash then
-    finds it there; its old key was deleted when it was served."""
+    finds it there; its old key, where the item lay while the page was in flight, is
+    deleted then."""
     clock = Clock()
     frontier, queue, hosts = _host_with_a_lifted_url(clock)
     assert frontier.retier("http://a.test/deep/0", 2, 20, 0) == (0, 0)
@@ -542,9 +574,12 @@ def test_a_throttled_page_served_from_a_move_goes_back_to_its_new_slot() -> None
     frontier.complete(robots.host, "robots", 404, "x", 1.0, clock.now)
     (page,), _ = frontier.due(0)
     assert page.url == "http://a.test/deep/0"
-    assert queue_key("a.test", 3, 0) not in queue and frontier._lazy == {}
+    assert frontier._lazy == {}
+    assert hosts["a.test"]["inflight_key"] == queue_key("a.test", 3, 0)  # the old key
+    assert queue[queue_key("a.test", 3, 0)]["url"] == page.url
     (decision,) = frontier.complete(page.host, "page", 503, "x", 1.0, clock.now, 1.0)
     assert decision.requeued
+    assert queue_key("a.test", 3, 0) not in queue
     assert queue[queue_key("a.test", 0, 0)] == {
         "url": "http://a.test/deep/0",
         "depth": 5,
