@@ -183,3 +183,44 @@ STAGES: tuple[StageSpec, ...] = (
 
 def topic_name(app_id: str, spec: TopicSpec) -> str:
     return f"{app_id}.{spec.name}"
+
+
+def diagram() -> str:
+    """The stages and topics above as a text block (docs/ARCHITECTURE.md holds a copy).
+
+    Two tables: each stage with the topic it consumes, the topics it may produce to
+    and its tables; then each topic with its keying, partition count ("N":
+    Settings.partitions), value schema and consuming stage.
+    """
+    from collections.abc import Sequence
+
+    def table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> list[str]:
+        widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header))]
+        return [
+            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+            for row in (header, *rows)
+        ]
+
+    def names(specs: tuple[TopicSpec, ...] | tuple[str, ...]) -> str:
+        return ", ".join(s if isinstance(s, str) else s.name for s in specs) or "-"
+
+    consumer = {stage.source.name: stage.name for stage in STAGES}
+    stage_rows = [
+        (stage.name, stage.source.name, names(stage.sinks), names(stage.tables)) for stage in STAGES
+    ]
+    topic_rows = [
+        (
+            spec.name,
+            spec.key,
+            "N" if spec.scaled else "1",
+            spec.schema,
+            consumer.get(spec.name, "(short links)" if spec in SERVICE_TOPICS else "-"),
+        )
+        for spec in (*TOPICS, *SERVICE_TOPICS)
+    ]
+    lines = [
+        *table(("stage", "consumes", "produces", "tables"), stage_rows),
+        "",
+        *table(("topic", "key", "partitions", "schema", "consumed by"), topic_rows),
+    ]
+    return "\n".join(lines) + "\n"
