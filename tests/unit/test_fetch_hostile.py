@@ -680,10 +680,10 @@ def test_the_whole_deep_nesting_page_parses(hostile: HostileProcess) -> None:
         result = run(go)
     assert result.outcome == "fetched" and not result.truncated
     assert result.body == hs.DEEP_NESTING_BODY
-    started = time.monotonic()
+    started = time.process_time()  # CPU of this process: a loaded machine adds none
     parsed = parse_html(result.body)
     assert "/ok" in parsed.links
-    assert time.monotonic() - started < 10.0
+    assert time.process_time() - started < 10.0
 
 
 # -- request headers ------------------------------------------------------------------------

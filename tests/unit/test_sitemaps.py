@@ -120,12 +120,12 @@ def test_entities_are_not_expanded_even_past_the_prolog_check(monkeypatch) -> No
         f"<urlset {NS}><url><loc>http://e.com/&l9;</loc></url>"
         "<url><loc>http://e.com/&xxe;</loc></url></urlset>"
     ).encode()
-    started = time.monotonic()
+    started = time.process_time()  # CPU of this process: a loaded machine adds none
     try:
         sm = parse_sitemap(data)
     except SitemapError:
         return  # refusing is fine too
-    assert time.monotonic() - started < 2.0
+    assert time.process_time() - started < 2.0
     assert all("root:" not in u and "lollol" not in u for u in sm.urls)
 
 
