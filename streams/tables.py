@@ -67,7 +67,8 @@ class _Direct(NamedTuple):
     current event's partition database: what Faust's `_get`/`_set`/`_del` do there,
     less its key index (an LRU under a lock, ~2 µs a call, that only speeds up reads
     made outside an event, which then search every partition database). A write, a
-    read and a pop cost 1/2 to 1/3 of Faust's path (BENCHMARKS.md).
+    read and a pop cost 1/2 to 1/3 of Faust's path
+    (docs/decisions/0014-produced-table-and-orjson.md).
     """
 
     #: Not windowed, global or partitioned by a partitioner: writes go to the event's partition.
