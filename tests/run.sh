@@ -24,7 +24,7 @@ python3 -m venv .venv
 
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
-.venv/bin/mypy streams tests topology
+.venv/bin/mypy streams tests topology bench
 
 # The whole suite on Tansu (two processes, each with its own broker), then the
 # crawl, resume, multi-worker, fault, replay and observe tests on Apache Kafka, then
