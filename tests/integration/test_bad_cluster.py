@@ -10,7 +10,6 @@ import time
 import uuid
 from pathlib import Path
 
-import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from streams.app import EXIT_BROKER_LOST
@@ -110,15 +109,10 @@ def test_a_cluster_gone_mid_crawl_stops_in_one_line_and_a_rerun_continues(
     with open_stores(tmp_path / "data") as store:
         stored = set(store.urls())
         assert not stored - expected, sorted(stored - expected)[:5]
-        if stored != expected:
-            # Known gap, not hidden: a URL can be lost when the whole cluster goes away
-            # mid-crawl. Before the frontier queued again a URL whose enqueue its host
-            # state had lost, 2 of 5 runs missed 1-9 pages; since, 1 of 6 missed 1:
-            # a page dispatched as the cluster went away, whose fetch result died in
-            # the producer; its queue slot's delete reached the broker, its host
-            # record did not, so the rerun skips the empty slot and no message about
-            # the page is read again. The rest of the crawl is continued by the rerun.
-            pytest.xfail(f"lost with the cluster: {sorted(expected - stored)[:5]}")
+        # nothing lost: the frontier's tables may come back torn (each changelog
+        # keeps its own prefix of what the worker wrote before it stopped), and the
+        # frontier neither forgets a dispatched page nor a queued one for it
+        assert stored == expected, sorted(expected - stored)[:5]
         # each page kept once as a response; a page in flight at the loss may have a
         # revisit record of its second fetch beside it
         for url in stored:
