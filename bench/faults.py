@@ -70,8 +70,6 @@ sys.path.insert(0, str(REPO))
 import topology  # noqa: E402
 from streams.admin import ensure_topics, resolve_replication  # noqa: E402
 from streams.broker import EmbeddedBroker  # noqa: E402
-from streams.core.partitioning import partition_for  # noqa: E402
-from streams.core.urls import site_key  # noqa: E402
 from streams.demo.server import read_request_log, start_server_process  # noqa: E402
 from streams.demo.webgen import WebSpec  # noqa: E402
 from streams.kafka_local import KafkaCluster, quiet_config  # noqa: E402
@@ -576,9 +574,8 @@ def stall_diagnosis(
 
 
 def _partition(url: str, plan: FaultPlan) -> int:
-    from streams.core.urls import host_of
 
-    return partition_for(site_key(host_of(url)), plan.partitions)
+    return topology.url_partition(url, plan.partitions)
 
 
 def _page_requests(log: Path) -> list[dict[str, Any]]:
@@ -650,7 +647,7 @@ def judge(
     )
 
     # recovery of each partition the victim held: kill → its first request after it
-    partition_of = {h: partition_for(site_key(h), plan.partitions) for h in by_host}
+    partition_of = {h: topology.host_partition(h, plan.partitions) for h in by_host}
     recovery: dict[str, dict[int, float | None]] = {}
     for k, kill in enumerate(kills):
         firsts: dict[int, float | None] = dict.fromkeys(kill.partitions)

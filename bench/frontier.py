@@ -33,9 +33,8 @@ from typing import Any
 
 from faust.stores.rocksdb import RocksDBOptions
 
+import topology
 from streams.core.frontier import Frontier, Politeness
-from streams.core.partitioning import partition_for
-from streams.core.urls import site_key
 from streams.tables import FRONTIER_STORE_OPTIONS
 
 STEP = 100_000
@@ -66,7 +65,7 @@ class RocksTable(MutableMapping[str, Any]):
         authority = key.split("\x00", 1)[0]
         partition = self._partition.get(authority)
         if partition is None:
-            partition = partition_for(site_key(authority.split(":")[0]), self.partitions)
+            partition = topology.host_partition(authority, self.partitions)
             self._partition[authority] = partition
         return self.dbs[partition]
 
@@ -138,7 +137,7 @@ def main() -> int:
         hosts,
         queue,
         Politeness(),
-        lambda authority: partition_for(site_key(authority.split(":")[0]), partitions),
+        lambda authority: topology.host_partition(authority, partitions),
         clock=clock,
         write_back=True,
     )

@@ -44,9 +44,8 @@ import faust  # noqa: E402
 import faust.streams as faust_streams  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
+import topology  # noqa: E402
 from streams.broker import EmbeddedBroker  # noqa: E402
-from streams.core.partitioning import partition_for  # noqa: E402
-from streams.core.urls import host_of, site_key  # noqa: E402
 from streams.producer import StageProducer  # noqa: E402
 from streams.registry_table import RegistryTable  # noqa: E402
 from streams.stages.url_seen import SeenFilters, handle  # noqa: E402
@@ -71,7 +70,7 @@ def link_stream(
                 f"section-{i % 37}/page-{i}.html?ref={i % 11}"
             )
             met.append(url)
-        p = partition_for(site_key(host_of(url)), partitions)
+        p = topology.url_partition(url, partitions)
         pending[p].append(url)
         if len(pending[p]) >= batch:
             out.append((p, pending[p]))

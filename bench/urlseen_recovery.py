@@ -32,9 +32,8 @@ sys.path.insert(0, str(ROOT))
 import faust  # noqa: E402
 from rocksdict import Options, Rdict, WriteBatch  # noqa: E402
 
-from streams.core.partitioning import partition_for  # noqa: E402
+import topology  # noqa: E402
 from streams.core.registry import key_of  # noqa: E402
-from streams.core.urls import host_of, site_key  # noqa: E402
 from streams.registry_table import RegistryTable  # noqa: E402
 from streams.stages.url_seen import SeenFilters  # noqa: E402
 
@@ -90,7 +89,7 @@ def main() -> None:
             pending[partition] = []
 
         for url in urls(args.urls, args.hosts):
-            partition = partition_for(site_key(host_of(url)), args.partitions)
+            partition = topology.url_partition(url, args.partitions)
             pending[partition].append(url)
             if len(pending[partition]) >= 50_000:
                 flush(partition)

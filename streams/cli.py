@@ -568,8 +568,6 @@ def cmd_seed(args: argparse.Namespace) -> int:
     from confluent_kafka.admin import AdminClient
 
     import topology
-    from streams.core.partitioning import partition_for
-    from streams.core.urls import host_of, site_key
 
     settings = _settings_from(args)
     topic = topology.topic_name(settings.app_id, topology.SEEDS)
@@ -586,8 +584,7 @@ def cmd_seed(args: argparse.Namespace) -> int:
     count = len(info.partitions)
     for url in args.urls:
         payload = json.dumps({"url": url, "priority": args.priority}).encode()
-        partition = partition_for(site_key(host_of(url)), count)
-        producer.produce(topic, payload, partition=partition)
+        producer.produce(topic, payload, partition=topology.url_partition(url, count))
     producer.flush(10)
     print(f"seine seed: {len(args.urls)} seed(s) sent to {topic}")
     return 0

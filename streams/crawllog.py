@@ -27,9 +27,7 @@ from typing import Any
 
 import topology
 from streams import codec
-from streams.core.partitioning import partition_for
 from streams.core.stats import REPLAY_OUTCOMES, CrawlTally, duplicate_rate, recent_rate
-from streams.core.urls import host_of, site_key
 from streams.kafka_tuning import true_highwaters
 from streams.settings import Settings
 
@@ -315,7 +313,7 @@ def refeed(settings: Settings, urls: dict[str, dict[str, Any]]) -> int:
     count = len(info.partitions)
     by_partition: dict[int, list[dict[str, Any]]] = {}
     for url, record in urls.items():
-        partition = partition_for(site_key(host_of(url)), count)
+        partition = topology.url_partition(url, count)
         by_partition.setdefault(partition, []).append(
             {"url": url, "depth": int(record.get("depth", 0)), "priority": 0, "via": RECRAWL_VIA}
         )

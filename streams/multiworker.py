@@ -171,8 +171,6 @@ def run_workers(settings: Settings, seeds: list[str], workers: int, until_idle: 
 
     from streams.admin import ensure_topics
     from streams.broker import die_with_parent
-    from streams.core.partitioning import partition_for
-    from streams.core.urls import host_of, site_key
 
     ensure_topics(settings)
     procs: list[subprocess.Popen[bytes]] = []
@@ -210,7 +208,7 @@ def run_workers(settings: Settings, seeds: list[str], workers: int, until_idle: 
         producer = Producer({"bootstrap.servers": settings.bootstrap})
         topic = topology.topic_name(settings.app_id, topology.SEEDS)
         for url in seeds:
-            partition = partition_for(site_key(host_of(url)), settings.partitions)
+            partition = topology.url_partition(url, settings.partitions)
             producer.produce(
                 topic, url.encode("utf-8"), partition=partition, on_delivery=seed_delivered
             )

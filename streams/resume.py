@@ -53,6 +53,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import topology
 from streams.core.urlstate import RESUME_VIA
 
 log = logging.getLogger("seine.resume")
@@ -217,8 +218,7 @@ def plan_resume(data_dir: str | Path, partitions: int) -> ResumePlan | None:
     """Read the data dir and work out what was lost in transit; None when there are
     no tables (a first run) or the last stop was a clean drain."""
     from streams.core.parsing import charset_from_headers, parse_html
-    from streams.core.partitioning import partition_for
-    from streams.core.urls import host_of, resolve, resolve_and_canonicalize, site_key
+    from streams.core.urls import resolve, resolve_and_canonicalize
     from streams.storeset import open_stores, store_paths
 
     started = time.monotonic()
@@ -240,7 +240,7 @@ def plan_resume(data_dir: str | Path, partitions: int) -> ResumePlan | None:
                     continue
                 base = resolve(url, doc.base) if doc.base else url
                 for link in resolve_and_canonicalize(base or url, doc.links):
-                    partition = partition_for(site_key(host_of(link)), partitions)
+                    partition = topology.url_partition(link, partitions)
                     links[partition].append({"url": link, "depth": 1, "priority": 0, "via": url})
     plan.stored_pages = len(stored)
     plan.lost = lost_urls(state, stored)

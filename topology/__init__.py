@@ -20,6 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from streams.core.partitioning import partition_for
+from streams.core.urls import host_of, site_key
+
 Keying = Literal["host", "fingerprint", "link", "none"]
 
 
@@ -224,3 +227,21 @@ def diagram() -> str:
         *table(("topic", "key", "partitions", "schema", "consumed by"), topic_rows),
     ]
     return "\n".join(lines) + "\n"
+
+
+def host_partition(host: str, partitions: int) -> int:
+    """The partition that owns a host in every "host"-keyed topic and table: jump
+    consistent hash of its site key (no port, no leading "www."). `host` is a host
+    name or an authority ``host:port`` (IPv6 in brackets). Every producer of a
+    host-keyed message asks here, so a host has one owner."""
+    name = host.lower()
+    if name.startswith("["):
+        name = name[: name.find("]") + 1] or name
+    elif name.count(":") == 1:
+        name = name.split(":", 1)[0]
+    return partition_for(site_key(name), partitions)
+
+
+def url_partition(url: str, partitions: int) -> int:
+    """The partition that owns an absolute URL's host (`host_partition`)."""
+    return host_partition(host_of(url), partitions)

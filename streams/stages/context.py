@@ -25,7 +25,7 @@ from streams.core.partitioning import partition_for
 from streams.core.poison import Limits
 from streams.core.stall import offsets_handled
 from streams.core.stats import CrawlTally, HostCycle
-from streams.core.urls import host_of, site_key
+from streams.core.urls import host_of
 from streams.producer import Deliveries, StageProducer
 from streams.settings import Settings
 from topology import TopicSpec
@@ -344,8 +344,7 @@ class StageContext:
         """
         partition = self._host_partitions.get(host)
         if partition is None:
-            name = host.rsplit(":", 1)[0] if host.count(":") == 1 else host
-            partition = partition_for(site_key(name.lower()), self.settings.partitions)
+            partition = topology.host_partition(host, self.settings.partitions)
             if len(self._host_partitions) >= 1_000_000:
                 self._host_partitions.clear()
             self._host_partitions[host] = partition

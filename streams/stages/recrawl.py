@@ -22,11 +22,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+import topology
 from streams import codec
 from streams.core.freshness import Record, RevisitSchedule
 from streams.core.frontier import Frontier
-from streams.core.partitioning import partition_for
-from streams.core.urls import host_of, site_key
 
 #: ``via`` of a re-fed URL: fetch it again now. Any ``via`` starting with "recrawl"
 #: counts (``seine replay`` sends "recrawl:replay").
@@ -85,7 +84,7 @@ def refeed_messages(
     grouped: dict[int, list[dict[str, Any]]] = {}
     for item in urls:
         url, depth = (item, 0) if isinstance(item, str) else item
-        partition = partition_for(site_key(host_of(url)), partitions)
+        partition = topology.url_partition(url, partitions)
         grouped.setdefault(partition, []).append(
             {"url": url, "depth": depth, "priority": 0, "via": via, "kind": "page"}
         )

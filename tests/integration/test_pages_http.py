@@ -13,9 +13,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import topology
 from streams.broker import EmbeddedBroker, free_port
-from streams.core.partitioning import partition_for
-from streams.core.urls import site_key
 from streams.demo.server import start_server_process
 from streams.demo.webgen import WebSpec
 from tests.integration.conftest import REPO, crawl_env, run_seine
@@ -147,7 +146,7 @@ def _probe_urls(partitions: int) -> list[str]:
     i = 0
     while len(found) < partitions:
         host = f"probe-{i}.example"
-        found.setdefault(partition_for(site_key(host), partitions), f"http://{host}/")
+        found.setdefault(topology.host_partition(host, partitions), f"http://{host}/")
         i += 1
     return list(found.values())
 

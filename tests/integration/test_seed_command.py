@@ -8,8 +8,6 @@ import uuid
 import topology
 from streams.admin import ensure_topics
 from streams.broker import EmbeddedBroker
-from streams.core.partitioning import partition_for
-from streams.core.urls import host_of, site_key
 from streams.settings import Settings
 from tests.integration.conftest import crawl_env, read_topic, run_seine
 
@@ -26,7 +24,7 @@ def test_seed_pushes_json_seeds_to_the_host_partition(broker: EmbeddedBroker) ->
     got = {json.loads(m.value())["url"]: (m.partition(), json.loads(m.value())) for m in messages}
     assert sorted(got) == sorted(urls)
     for url, (partition, payload) in got.items():
-        assert partition == partition_for(site_key(host_of(url)), 4)
+        assert partition == topology.url_partition(url, 4)
         assert payload["priority"] == 3
 
 

@@ -107,3 +107,34 @@ def test_hosts_spread_evenly(buckets: int) -> None:
     chi2 = sum((c - expected) ** 2 / expected for c in counts.values())
     # 99.9th percentile of chi-square with ≤ 12 degrees of freedom is < 33.
     assert chi2 < 33, counts
+
+
+def test_one_owner_per_host_whatever_form_it_comes_in() -> None:
+    import topology
+
+    forms = [
+        "example.com",
+        "Example.COM",
+        "www.example.com",
+        "example.com:8080",
+        "WWW.Example.com:443",
+    ]
+    assert len({topology.host_partition(form, 16) for form in forms}) == 1
+    urls = ["http://example.com/a", "https://www.example.com:8443/b?c", "HTTP://EXAMPLE.com"]
+    assert {topology.url_partition(url, 16) for url in urls} == {
+        topology.host_partition("example.com", 16)
+    }
+
+
+def test_an_ipv6_authority_keeps_its_address() -> None:
+    import topology
+
+    # the port goes, the colons of the address stay: "[::1]:8080" is the host "[::1]"
+    assert topology.host_partition("[::1]:8080", 64) == topology.host_partition("[::1]", 64)
+    assert topology.url_partition("http://[::1]:8080/x", 64) == topology.host_partition("[::1]", 64)
+    differ = [
+        h
+        for h in ("[::2]", "[::3]", "[::4]", "[::5]")
+        if topology.host_partition(h, 64) != topology.host_partition("[::1]", 64)
+    ]
+    assert differ  # not everything lands in one place
