@@ -41,6 +41,7 @@ from streams.core.poison import oversized, screen
 from streams.core.seeds import InvalidSeed
 from streams.core.sitemaps import SitemapConfig
 from streams.core.stall import StuckPartitions
+from streams.exits import EXIT_BROKER_LOST
 from streams.kafka_tuning import (
     guard_commits,
     set_fetch_max_wait,
@@ -830,8 +831,6 @@ def create_app(settings: Settings) -> SeineApp:
     return seine
 
 
-#: Exit status of a worker that lost its cluster (`lost_broker`).
-EXIT_BROKER_LOST = 4
 #: Seconds a worker that lost its cluster waits for its own stop before it exits.
 LOST_BROKER_EXIT_AFTER = 15.0
 

@@ -19,27 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from streams.core.stats import ERROR_OUTCOMES, REPLAY_OUTCOMES, stage_breakdown
+from streams.exits import EXIT_NOTHING_FETCHED, nothing_fetched_failure
 from streams.progress import Progress
 from streams.settings import Settings, load_settings, parse_resolve
-
-#: Exit status of a crawl that ran to idle without fetching a single page while
-#: something went wrong (every seed rejected, every host unreachable): a script
-#: running `seine crawl --until-idle` must not mistake that for success.
-EXIT_NOTHING_FETCHED = 3
-
-
-def nothing_fetched_failure(fetched: int, errors: int, dead_letters: int) -> str | None:
-    """Why a finished crawl counts as failed, or None.
-
-    Zero pages fetched is a failure only when errors or dead letters explain it: a
-    crawl resumed after it had already finished also fetches nothing, correctly.
-    """
-    if fetched > 0 or (errors == 0 and dead_letters == 0):
-        return None
-    return (
-        f"no page was fetched ({errors} fetch errors, {dead_letters} dead letters): "
-        "see the crawl-log and dead-letters topics for the reasons"
-    )
 
 
 def peak_rss_mb() -> float:

@@ -27,10 +27,11 @@ from pathlib import Path
 from typing import Any
 
 import topology
-from streams.cli import ERROR_OUTCOMES, EXIT_NOTHING_FETCHED, nothing_fetched_failure
 from streams.consumer_state import describe as describe_lagging
 from streams.core.stall import StallWatch, offsets_handled
 from streams.core.stall import describe as describe_stall
+from streams.core.stats import ERROR_OUTCOMES
+from streams.exits import EXIT_NOTHING_FETCHED, nothing_fetched_failure
 from streams.progress import Progress, ProgressFigures
 from streams.settings import Settings
 

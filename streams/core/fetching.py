@@ -55,6 +55,7 @@ from streams.core.handlers import (
     DEFAULT_HANDLERS,
     HTML_TYPES,
     Body,
+    FetchResult,
     HandlerRegistry,
     normalize_type,
 )
@@ -640,32 +641,6 @@ def decode_bounded(coding: str, data: bytes, cap: int) -> tuple[bytes, bool]:
 
 
 # -- results and configuration -----------------------------------------------------------------
-
-
-@dataclass
-class FetchResult:
-    """What one fetch did, as the crawl log records it (outcome, reason, status, bytes,
-    time) plus what the next stages need (body, headers, redirect target, Retry-After)."""
-
-    url: str
-    status: int = 0
-    #: fetched | unchanged (304) | sitemap | not-html | http-error | redirect | error |
-    #: blocked | dns-error | robots,
-    #: or whatever a registered handler records.
-    outcome: str = "error"
-    reason: str = ""
-    headers: list[tuple[str, str]] = field(default_factory=list)
-    #: The body as decoded (at most the cap); partial bytes when the fetch failed midway.
-    body: bytes = b""
-    truncated: bool = False
-    elapsed_ms: float = 0.0
-    fetched_at: float = 0.0
-    ip: str | None = None
-    location: str | None = None
-    retry_after: float | None = None
-    content_type: str = ""
-    #: Bytes read off the connection for the body (compressed size when encoded).
-    wire_bytes: int = 0
 
 
 def parse_retry_after(value: str | None) -> float | None:

@@ -22,12 +22,36 @@ own, so a test can register a toy handler in a copy without touching the default
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, NamedTuple, Protocol
-
-if TYPE_CHECKING:
-    from streams.core.fetching import FetchResult
+from dataclasses import dataclass, field
+from typing import NamedTuple, Protocol
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
+
+
+@dataclass
+class FetchResult:
+    """What one fetch did, as the crawl log records it (outcome, reason, status, bytes,
+    time) plus what the next stages need (body, headers, redirect target, Retry-After)."""
+
+    url: str
+    status: int = 0
+    #: fetched | unchanged (304) | sitemap | not-html | http-error | redirect | error |
+    #: blocked | dns-error | robots,
+    #: or whatever a registered handler records.
+    outcome: str = "error"
+    reason: str = ""
+    headers: list[tuple[str, str]] = field(default_factory=list)
+    #: The body as decoded (at most the cap); partial bytes when the fetch failed midway.
+    body: bytes = b""
+    truncated: bool = False
+    elapsed_ms: float = 0.0
+    fetched_at: float = 0.0
+    ip: str | None = None
+    location: str | None = None
+    retry_after: float | None = None
+    content_type: str = ""
+    #: Bytes read off the connection for the body (compressed size when encoded).
+    wire_bytes: int = 0
 
 
 class Body(NamedTuple):
@@ -56,7 +80,7 @@ class ResponseView(Protocol):
         ...
 
 
-Handler = Callable[[ResponseView, "FetchResult"], Awaitable[None]]
+Handler = Callable[[ResponseView, FetchResult], Awaitable[None]]
 
 
 def normalize_type(content_type: str) -> str:

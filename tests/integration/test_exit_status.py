@@ -11,7 +11,7 @@ import socket
 from pathlib import Path
 
 from streams.broker import EmbeddedBroker
-from streams.cli import EXIT_NOTHING_FETCHED
+from streams.exits import EXIT_NOTHING_FETCHED
 from tests.integration.conftest import run_crawl
 
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from streams.cli import nothing_fetched_failure, peak_rss_mb
+from streams.cli import peak_rss_mb
+from streams.exits import nothing_fetched_failure
 
 
 def test_pages_fetched_is_success_even_with_errors() -> None:
