@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from streams.cli import peak_rss_mb
+from streams.cli.crawl import peak_rss_mb
 from streams.exits import nothing_fetched_failure
 
 

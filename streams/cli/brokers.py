@@ -1,0 +1,137 @@
+"""The broker a command runs against: an embedded Tansu, a local Apache Kafka under
+the data dir, or a given cluster (`--bootstrap`), each with its tuning and, where
+topics were lost, the resume plan pushed before the workers start."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from streams.settings import Settings
+
+#: Consumer-group timeouts for the embedded broker: Tansu completes a join after
+#: about half the session timeout, so small values start a crawl in ~2 s, not ~30 s.
+EMBEDDED_GROUP_TIMEOUTS: dict[str, Any] = {
+    "session_timeout": 4.0,
+    "rebalance_timeout": 2.0,
+    "heartbeat_interval": 1.0,
+    # Tansu holds an empty fetch for the whole wait: keep hops short.
+    "fetch_max_wait_ms": 20,
+    # Tansu's highwaters lag offsets it has served (see Settings): local tables win.
+    "recovery_consistency_check": False,
+    # Every worker of an embedded broker shares one machine: a standby there would
+    # double the table work (Settings.standby_replicas) and survive nothing more.
+    "standby_replicas": 0,
+}
+
+
+#: Consumer-group timeouts for `seine crawl --broker kafka` (a one-node Apache Kafka
+#: on this machine): a clean stop leaves the group at once, so only a killed worker
+#: waits out the session timeout; Faust's recovery checks stay on (Kafka's
+#: highwaters are exact).
+LOCAL_KAFKA_TUNING: dict[str, Any] = {
+    "session_timeout": 10.0,
+    "rebalance_timeout": 10.0,
+    "heartbeat_interval": 1.0,
+    "standby_replicas": 0,
+}
+
+
+def _tuned(settings: Settings, tuning: dict[str, Any]) -> dict[str, Any]:
+    """The tuning values for settings the user left at their defaults."""
+    defaults = Settings()
+    return {
+        name: value
+        for name, value in tuning.items()
+        if getattr(settings, name) == getattr(defaults, name)
+    }
+
+
+def _resume_from_tables(settings: Settings) -> Any:
+    """Prepare a data dir whose tables outlived their broker's topics: make the local
+    tables authoritative and work out what the lost stage messages carried."""
+    from streams.admin import forget_changelog_offsets
+    from streams.resume import plan_resume
+
+    for worker_data in [Path(settings.data_dir), *Path(settings.data_dir).glob("worker-*")]:
+        forget_changelog_offsets(worker_data)
+    return plan_resume(settings.data_dir, settings.partitions)
+
+
+def _push_plan(effective: Settings, plan: Any) -> None:
+    from streams.admin import ensure_topics
+    from streams.resume import push_resume
+
+    ensure_topics(effective)
+    push_resume(effective.bootstrap, effective.app_id, plan)
+    print(
+        f"seine: resuming an interrupted crawl: {plan.lost_count} of {plan.seen} seen "
+        f"URLs re-queued, {plan.link_count} links of {plan.stored_pages} stored pages "
+        f"re-sent to url-filter ({plan.seconds:.1f}s)",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+@contextlib.contextmanager
+def broker_for(settings: Settings) -> Iterator[Settings]:
+    """Yield settings pointing at a broker: the given one, or one started for the
+    duration (Settings.broker), with the topics' replication resolved."""
+    from streams.admin import resolve_replication
+
+    if settings.bootstrap:
+        from streams.admin import ensure_topics
+
+        effective = resolve_replication(settings)
+        ensure_topics(effective)  # a topic with another partition count: one line, exit 2
+        yield effective
+        return
+    Path(settings.data_dir).mkdir(parents=True, exist_ok=True)
+    if settings.broker == "kafka":
+        with _local_kafka(settings) as effective:
+            yield effective
+        return
+    from streams.broker import EmbeddedBroker
+
+    # A fresh in-memory broker has empty changelogs and no stage messages.
+    plan = _resume_from_tables(settings)
+    with EmbeddedBroker(log_path=Path(settings.data_dir) / "broker.log") as broker:
+        effective = resolve_replication(
+            settings.with_overrides(
+                bootstrap=broker.bootstrap, **_tuned(settings, EMBEDDED_GROUP_TIMEOUTS)
+            )
+        )
+        if plan is not None:
+            _push_plan(effective, plan)
+        yield effective
+
+
+@contextlib.contextmanager
+def _local_kafka(settings: Settings) -> Iterator[Settings]:
+    """A one-node Apache Kafka under DATA_DIR/kafka for the crawl. Its topics stay on
+    disk, so a rerun resumes from Kafka itself: the changelogs restore the tables and
+    the stage topics still hold what was between stages. Only a new node under old
+    tables (the dir's first Kafka run) needs the reconciliation Tansu always needs."""
+    from streams.admin import resolve_replication
+    from streams.kafka_local import KafkaCluster, KafkaError
+
+    cluster = KafkaCluster(Path(settings.data_dir) / "kafka", 1)
+    try:
+        cluster.start()
+    except KafkaError as exc:
+        raise ValueError(str(exc)) from None
+    try:
+        plan = _resume_from_tables(settings) if cluster.fresh else None
+        effective = resolve_replication(
+            settings.with_overrides(
+                bootstrap=cluster.bootstrap, **_tuned(settings, LOCAL_KAFKA_TUNING)
+            )
+        )
+        if plan is not None:
+            _push_plan(effective, plan)
+        yield effective
+    finally:
+        cluster.stop()

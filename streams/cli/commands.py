@@ -1,0 +1,246 @@
+"""The other `seine` commands: seed, get, pages, export, shorten, status, replay and
+demo."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from streams.cli.crawl import run_crawl
+from streams.cli.parser import _settings_from
+from streams.settings import parse_resolve
+
+
+def cmd_seed(args: argparse.Namespace) -> int:
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient
+
+    import topology
+
+    settings = _settings_from(args)
+    topic = topology.topic_name(settings.app_id, topology.SEEDS)
+    # List all topics: asking for one by name lets a broker auto-create it.
+    metadata = AdminClient({"bootstrap.servers": settings.bootstrap}).list_topics(timeout=10)
+    info = metadata.topics.get(topic)
+    if info is None or info.error is not None or not info.partitions:
+        print(
+            f"seine seed: topic {topic} not found on {settings.bootstrap}: is a crawl running?",
+            file=sys.stderr,
+        )
+        return 1
+    producer = Producer({"bootstrap.servers": settings.bootstrap})
+    count = len(info.partitions)
+    for url in args.urls:
+        payload = json.dumps({"url": url, "priority": args.priority}).encode()
+        producer.produce(topic, payload, partition=topology.url_partition(url, count))
+    producer.flush(10)
+    print(f"seine seed: {len(args.urls)} seed(s) sent to {topic}")
+    return 0
+
+
+def _open_store(args: argparse.Namespace, command: str) -> Any:
+    """Every page store under --data-dir (its own, and one per worker of `--workers N`),
+    read-only (a crawl may hold them open), as one StoreSet; None when there is none."""
+    from streams.storeset import open_stores
+
+    data = Path(_settings_from(args).data_dir)
+    try:
+        return open_stores(data)
+    except OSError as exc:
+        print(f"seine {command}: {exc}", file=sys.stderr)
+        return None
+
+
+def cmd_get(args: argparse.Namespace) -> int:
+    from streams.core.urls import canonical
+
+    store = _open_store(args, "get")
+    if store is None:
+        return 1
+    with store:
+        capture = store.get(canonical(args.url) or args.url, at=args.at)
+        if capture is None:
+            print(f"seine get: {args.url} is not stored in {store.path}", file=sys.stderr)
+            return 1
+        sys.stdout.buffer.write(capture.body)
+        sys.stdout.buffer.flush()
+    return 0
+
+
+def cmd_pages(args: argparse.Namespace) -> int:
+    store = _open_store(args, "pages")
+    if store is None:
+        return 1
+    with store:
+        for url in store.urls():
+            sys.stdout.write(url + "\n")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """`seine export --cdxj`: the capture index as CDXJ, so pywb can replay our WARCs.
+
+    Put the file in a pywb collection's ``indexes/`` and the segments in its
+    ``archive/``: CDXJ names segments relative to the archive directory.  ``--out``
+    writes a temp file and renames it, so a reader never sees half an index.
+    """
+    store = _open_store(args, "export")
+    if store is None:
+        return 1
+    with store:
+        if args.out is None:
+            n = store.export_cdxj(sys.stdout)
+            sys.stdout.flush()
+        else:
+            out = Path(args.out)
+            tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+            try:
+                with tmp.open("w", encoding="utf-8", newline="\n") as f:
+                    n = store.export_cdxj(f)
+                tmp.replace(out)
+            finally:
+                tmp.unlink(missing_ok=True)
+    print(f"seine export: {n} captures from {store.path}", file=sys.stderr)
+    return 0
+
+
+def _retry_after(value: str | None) -> float:
+    """Seconds to wait from a Retry-After header (seconds form), kept within 0.2–5."""
+    try:
+        return min(5.0, max(0.2, float(value or 1)))
+    except ValueError:
+        return 1.0
+
+
+def cmd_shorten(args: argparse.Namespace) -> int:
+    """POST /links on a worker (any worker: it forwards to the owner) and print the short URL."""
+    import urllib.error
+    import urllib.request
+
+    body: dict[str, Any] = {"url": args.url, "permanent": args.permanent}
+    if args.expires_at is not None:
+        try:
+            body["expires_at"] = float(args.expires_at)
+        except ValueError:
+            body["expires_at"] = args.expires_at
+    request = urllib.request.Request(
+        args.web.rstrip("/") + "/links",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                print(json.loads(response.read())["short_url"])
+            return 0
+        except urllib.error.HTTPError as exc:
+            reason = exc.read().decode("utf-8", "replace")
+            with contextlib.suppress(ValueError, KeyError, TypeError):
+                reason = json.loads(reason)["error"]
+            if exc.code == 503 and time.monotonic() < deadline:
+                # Partitions moving between workers: the server says when to retry.
+                time.sleep(_retry_after(exc.headers.get("Retry-After")))
+                continue
+            print(f"seine shorten: {exc.code}: {reason}", file=sys.stderr)
+        except (urllib.error.URLError, OSError) as exc:
+            print(f"seine shorten: cannot reach {args.web}: {exc}", file=sys.stderr)
+        break
+    return 1
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    """Summarise a crawl from outside: its crawl log, its consumer group, its dead letters."""
+    from streams.core.stats import CrawlTally
+    from streams.crawllog import (
+        CrawlNotFound,
+        LogRead,
+        dead_letter_count,
+        group_lag,
+        parse_since,
+        read_crawl_log,
+        status_report,
+    )
+
+    settings = _settings_from(args)
+    since = parse_since(args.since) if args.since else None
+    tally = CrawlTally(history_seconds=3600)
+    read = LogRead()
+    try:
+        for _p, _offset, record in read_crawl_log(settings, since=since, read=read):
+            tally.add(record)
+    except CrawlNotFound as exc:
+        print(f"seine status: {exc}: is a crawl running with this app id?", file=sys.stderr)
+        return 1
+    try:
+        lag = group_lag(settings)
+    except Exception as exc:  # the broker may not answer group requests; say so
+        print(f"seine status: consumer lag unavailable: {exc}", file=sys.stderr)
+        lag = {}
+    print(status_report(settings, tally, read, lag, dead_letter_count(settings)), flush=True)
+    return 0
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    """Re-feed URLs of the crawl log to the frontier of the running crawl."""
+    from streams.crawllog import CrawlNotFound, parse_since, plan_replay, read_crawl_log, refeed
+
+    settings = _settings_from(args)
+    since = parse_since(args.since) if args.since else None
+    until = parse_since(args.until) if args.until else None
+    outcomes = tuple(o.strip() for o in args.outcomes.split(",") if o.strip())
+    try:
+        records = read_crawl_log(settings, since=since, from_offset=args.from_offset)
+        plan = plan_replay(records, outcomes=outcomes, min_age=args.min_age, until=until)
+        if args.dry_run:
+            for url in plan.urls:
+                print(url)
+            sent = 0
+        else:
+            sent = refeed(settings, plan.urls)
+    except CrawlNotFound as exc:
+        print(f"seine replay: {exc}: is a crawl running with this app id?", file=sys.stderr)
+        return 1
+    print(
+        f"seine replay: {sent if not args.dry_run else len(plan.urls)} URL(s) "
+        f"{'re-fed to the frontier' if not args.dry_run else 'would be re-fed'}; "
+        f"{plan.too_recent} fetched less than {args.min_age:g} s ago left out",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from streams.demo.server import start_server_process
+    from streams.demo.webgen import WebSpec
+
+    spec = WebSpec(hosts=args.hosts, pages_per_host=args.pages, seed=args.seed)
+    with tempfile.TemporaryDirectory(prefix="seine-demo-") as tmp:
+        server = start_server_process(spec, Path(tmp) / "requests.jsonl", Path(tmp))
+        try:
+            print(
+                f"seine demo: serving {args.hosts} hosts × {args.pages} pages on loopback "
+                f"port {server.port}; crawling…",
+                flush=True,
+            )
+            settings = _settings_from(
+                args, allow_private=True, resolve={**server.resolve, **parse_resolve(args.resolve)}
+            )
+            if args.data_dir is None:
+                settings = settings.with_overrides(data_dir="seine-data/demo")
+            code = run_crawl(settings, list(server.seeds), until_idle=True)
+            print(
+                f"seine demo: try `seine pages --data-dir {settings.data_dir}` "
+                f"and `seine get URL --data-dir {settings.data_dir}`"
+            )
+            return code
+        finally:
+            server.stop()

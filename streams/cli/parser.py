@@ -1,0 +1,318 @@
+"""The `seine` argument parser, and Settings from parsed flags (defaults < config
+file < SEINE_* env < flags)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from streams.core.stats import REPLAY_OUTCOMES
+from streams.settings import Settings, load_settings, parse_resolve
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", help="TOML config file (section [seine] or top level)")
+    parser.add_argument("--data-dir", dest="data_dir", help="where tables and pages live")
+    parser.add_argument("--log-level", dest="log_level", help="warning (default), info, debug")
+
+
+def _crawl_flags(parser: argparse.ArgumentParser, *, bootstrap_required: bool = False) -> None:
+    _common(parser)
+    parser.add_argument(
+        "--bootstrap",
+        required=bootstrap_required,
+        help="Kafka bootstrap HOST:PORT (default: start an embedded broker)",
+    )
+    if not bootstrap_required:
+        parser.add_argument(
+            "--broker",
+            choices=("tansu", "kafka"),
+            help="the broker started when no --bootstrap is given: tansu (default; embedded, "
+            "topics die with it) or kafka (Apache Kafka under DATA_DIR/kafka, needs Java 17+; "
+            "topics kept on disk)",
+        )
+    parser.add_argument("--partitions", type=int, help="partitions per host-scoped topic")
+    parser.add_argument(
+        "--replication-factor",
+        dest="replication_factor",
+        type=int,
+        help="replicas of every topic created (default: min(3, brokers))",
+    )
+    parser.add_argument(
+        "--min-insync-replicas",
+        dest="min_insync_replicas",
+        type=int,
+        help="replicas that must have a write before it counts (default: min(2, replicas))",
+    )
+    parser.add_argument("--delay", type=float, help="seconds between two requests to one host")
+    parser.add_argument(
+        "--max-crawl-delay",
+        dest="max_crawl_delay",
+        type=float,
+        help="cap on a robots.txt Crawl-delay honoured, in seconds (default 30)",
+    )
+    parser.add_argument(
+        "--response-time-factor",
+        dest="response_time_factor",
+        type=float,
+        help="also wait K x the host's last response time between requests (default 0: off)",
+    )
+    parser.add_argument("--max-pages", dest="max_pages", type=int, help="stop after N pages")
+    parser.add_argument("--max-depth", dest="max_depth", type=int, help="link depth limit")
+    parser.add_argument(
+        "--max-host-pages",
+        dest="max_host_pages",
+        type=int,
+        help="pages one host may be asked for in all (default 0: no limit)",
+    )
+    parser.add_argument(
+        "--max-host-queue",
+        dest="max_host_queue",
+        type=int,
+        help="URLs one host may have queued at once (default 100000; 0: no limit)",
+    )
+    parser.add_argument(
+        "--same-host",
+        dest="same_host",
+        action="store_const",
+        const=True,
+        help="follow links only within the seeds' sites",
+    )
+    parser.add_argument(
+        "--allow-private",
+        dest="allow_private",
+        action="store_const",
+        const=True,
+        help="allow fetches to private and loopback addresses",
+    )
+    parser.add_argument(
+        "--resolve",
+        action="append",
+        default=[],
+        metavar="HOST=ADDR[:PORT]",
+        help="resolve HOST to ADDR (and PORT), like curl --resolve",
+    )
+    parser.add_argument(
+        "--recrawl",
+        action="store_const",
+        const=True,
+        help="keep crawling: refetch pages on their revisit schedule (never stops when idle)",
+    )
+    parser.add_argument(
+        "--revisit-min",
+        dest="revisit_min",
+        type=float,
+        metavar="SECONDS",
+        help="shortest revisit interval (default 3600)",
+    )
+    parser.add_argument(
+        "--revisit-max",
+        dest="revisit_max",
+        type=float,
+        metavar="SECONDS",
+        help="longest revisit interval (default 30 days)",
+    )
+    parser.add_argument(
+        "--revisit-initial",
+        dest="revisit_initial",
+        type=float,
+        metavar="SECONDS",
+        help="revisit interval after a page's first fetch (default 1 day)",
+    )
+    parser.add_argument(
+        "--no-sitemaps",
+        dest="sitemaps",
+        action="store_const",
+        const=False,
+        help="do not follow the Sitemap: lines of robots.txt",
+    )
+    parser.add_argument(
+        "--sitemap-probe",
+        dest="sitemap_probe",
+        action="store_const",
+        const=True,
+        help="also try /sitemap.xml on hosts whose robots.txt names no sitemap",
+    )
+    parser.add_argument("--user-agent", dest="user_agent")
+    parser.add_argument(
+        "--web-port", dest="web_port", type=int, help="serve the web API on this localhost port"
+    )
+    parser.add_argument(
+        "--redirect-port",
+        dest="redirect_port",
+        type=int,
+        help="also serve short-link redirects (GET /s/CODE) on this localhost port, "
+        "from a process of their own beside the worker",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="seine", description="Seine: a web crawler built as a stream pipeline on Kafka."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    crawl = sub.add_parser("crawl", help="crawl from seed URLs (embedded broker by default)")
+    crawl.add_argument("urls", nargs="*", help="seed URLs")
+    crawl.add_argument("--seeds-file", dest="seeds_file", help="file with one seed URL per line")
+    crawl.add_argument(
+        "--until-idle",
+        dest="until_idle",
+        action="store_true",
+        help="exit 0 once nothing is queued or in flight",
+    )
+    crawl.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="worker processes sharing the partitions (each with its own data dir)",
+    )
+    _crawl_flags(crawl)
+
+    worker = sub.add_parser("worker", help="join a crawl on a Kafka cluster as one more worker")
+    _crawl_flags(worker)
+
+    seed = sub.add_parser("seed", help="push seed URLs to a running crawl")
+    seed.add_argument("urls", nargs="+")
+    seed.add_argument("--bootstrap", required=True)
+    seed.add_argument("--priority", type=int, default=0)
+    _common(seed)
+
+    get = sub.add_parser("get", help="write the stored body of URL to stdout")
+    get.add_argument("url")
+    get.add_argument("--at", type=float, help="the capture closest to this unix time")
+    _common(get)
+
+    pages = sub.add_parser("pages", help="list stored URLs, one per line")
+    _common(pages)
+
+    export = sub.add_parser("export", help="write the page store's index for archive tools")
+    export.add_argument(
+        "--cdxj",
+        action="store_true",
+        required=True,
+        help="sorted CDXJ with SURT keys, as pywb reads it (the only format so far)",
+    )
+    export.add_argument("--out", help="write to FILE (atomically) instead of stdout")
+    _common(export)
+
+    shorten = sub.add_parser("shorten", help="make a short link on a running worker's web server")
+    shorten.add_argument("url")
+    shorten.add_argument("--permanent", action="store_true", help="answer 301 instead of 302")
+    shorten.add_argument("--expires-at", dest="expires_at", help="unix seconds or ISO-8601 time")
+    shorten.add_argument("--web", default="http://127.0.0.1:6066", help="the worker's web URL")
+
+    status = sub.add_parser("status", help="summarise a running crawl from its topics")
+    status.add_argument("--bootstrap", required=True, help="Kafka bootstrap HOST:PORT")
+    status.add_argument("--app-id", dest="app_id", help="the crawl's app id (default: seine)")
+    status.add_argument(
+        "--since", help="only crawl-log records from this time (unix, ISO-8601, or 15m ago)"
+    )
+    _common(status)
+
+    replay = sub.add_parser(
+        "replay", help="re-feed URLs from the crawl log into the frontier (a recrawl)"
+    )
+    replay.add_argument("--bootstrap", required=True, help="Kafka bootstrap HOST:PORT")
+    replay.add_argument("--app-id", dest="app_id", help="the crawl's app id (default: seine)")
+    start = replay.add_mutually_exclusive_group(required=True)
+    start.add_argument("--since", help="records from this time (unix, ISO-8601, or 15m ago)")
+    start.add_argument(
+        "--from-offset",
+        dest="from_offset",
+        type=int,
+        help="records from this offset of every crawl-log partition",
+    )
+    replay.add_argument("--until", help="records up to this time (same forms as --since)")
+    replay.add_argument(
+        "--outcomes",
+        default=",".join(REPLAY_OUTCOMES),
+        help="crawl-log outcomes whose URLs are re-fed (comma-separated; default fetched)",
+    )
+    replay.add_argument(
+        "--min-age",
+        dest="min_age",
+        type=float,
+        default=0.0,
+        help="skip URLs whose latest fetch is younger than this many seconds",
+    )
+    replay.add_argument(
+        "--dry-run", dest="dry_run", action="store_true", help="list the URLs, send nothing"
+    )
+    _common(replay)
+
+    broker = sub.add_parser(
+        "broker", help="run a local broker in the foreground until Ctrl-C or SIGTERM"
+    )
+    broker.add_argument("kind", choices=("kafka", "tansu"), help="Apache Kafka or Tansu")
+    broker.add_argument(
+        "--nodes", type=int, default=1, help="Kafka nodes (each broker and controller; default 1)"
+    )
+    broker.add_argument(
+        "--data-dir",
+        dest="data_dir",
+        default="seine-kafka",
+        help="where the nodes keep their logs (default seine-kafka); DIR/bootstrap lists them",
+    )
+    broker.add_argument(
+        "--port",
+        type=int,
+        default=0,
+        help="node I listens on PORT+2(I-1) and its controller on the next port "
+        "(default: the ports of the last run, else free ones)",
+    )
+    broker.add_argument(
+        "--fetch-only",
+        dest="fetch_only",
+        action="store_true",
+        help="fetch Apache Kafka's jars into the cache dir and exit",
+    )
+
+    demo = sub.add_parser("demo", help="serve the bundled demo web on loopback and crawl it")
+    demo.add_argument("--hosts", type=int, default=20)
+    demo.add_argument("--pages", type=int, default=30)
+    demo.add_argument("--seed", type=int, default=1)
+    _crawl_flags(demo)
+    return parser
+
+
+def _settings_from(args: argparse.Namespace, **extra: Any) -> Settings:
+    overrides: dict[str, Any] = {}
+    for name in (
+        "data_dir",
+        "log_level",
+        "bootstrap",
+        "broker",
+        "partitions",
+        "replication_factor",
+        "min_insync_replicas",
+        "delay",
+        "max_crawl_delay",
+        "response_time_factor",
+        "max_pages",
+        "max_depth",
+        "max_host_pages",
+        "max_host_queue",
+        "same_host",
+        "allow_private",
+        "user_agent",
+        "web_port",
+        "app_id",
+        "redirect_port",
+        "recrawl",
+        "revisit_min",
+        "revisit_max",
+        "revisit_initial",
+        "sitemaps",
+        "sitemap_probe",
+    ):
+        value = getattr(args, name, None)
+        if value is not None:
+            overrides[name] = value
+    if getattr(args, "web_port", None):
+        overrides["web_enabled"] = True
+    resolve = getattr(args, "resolve", None)
+    if resolve:
+        overrides["resolve"] = parse_resolve(resolve)
+    overrides.update(extra)
+    return load_settings(getattr(args, "config", None), overrides=overrides)
