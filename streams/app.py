@@ -36,7 +36,6 @@ from streams.core.fetching import FetchConfig, Fetcher
 from streams.core.filters import FilterConfig
 from streams.core.freshness import RevisitPolicy, RevisitSchedule
 from streams.core.frontier import Frontier, Politeness
-from streams.core.pagestore import PageStore
 from streams.core.poison import oversized, screen
 from streams.core.seeds import InvalidSeed
 from streams.core.sitemaps import SitemapConfig
@@ -57,6 +56,7 @@ from streams.settings import Settings, gc_thresholds
 from streams.stages import dedup, frontier, link_extract, parse, seeds, url_filter, url_seen
 from streams.stages.context import BATCH_FIELD, Outbox, StageContext
 from streams.stages.fetch import FetchStage
+from streams.store.pagestore import PageStore
 from streams.tables import FRONTIER_STORE_OPTIONS, ProducedTable
 from streams.web.observe import register_observe
 from streams.web.pages import register_pages

@@ -41,8 +41,8 @@ from typing import Any
 
 import fastavro
 
-from streams.core.pagestore import payload_digest
 from streams.core.urlstate import RETIER_VIA
+from streams.store.warc import payload_digest
 
 _compiled_read: Any
 _compiled_write: Any

@@ -34,9 +34,9 @@ import topology
 from streams import codec
 from streams.broker import EmbeddedBroker
 from streams.core import fetching
-from streams.core.pagestore import PageStore
 from streams.demo.server import ServerProcess, start_server_process
 from streams.demo.webgen import PRIVATE_PREFIX, DemoWeb, WebSpec
+from streams.store.pagestore import PageStore
 from tests.hostile import server as hs
 from tests.hostile.server import HostileProcess, start_hostile_process
 from tests.integration.conftest import read_to_end, run_crawl
