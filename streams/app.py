@@ -32,7 +32,6 @@ import topology
 from streams import codec
 from streams.admin import ensure_topics, topic_configs
 from streams.consumer_state import hold_gaps, lagging_partitions, refetch_skips, rewind
-from streams.core.fetching import FetchConfig, Fetcher
 from streams.core.filters import FilterConfig
 from streams.core.freshness import RevisitPolicy, RevisitSchedule
 from streams.core.frontier import Frontier, Politeness
@@ -41,6 +40,8 @@ from streams.core.seeds import InvalidSeed
 from streams.core.sitemaps import SitemapConfig
 from streams.core.stall import StuckPartitions
 from streams.exits import EXIT_BROKER_LOST
+from streams.fetch.config import FetchConfig
+from streams.fetch.fetcher import Fetcher
 from streams.kafka_tuning import (
     guard_commits,
     set_fetch_max_wait,
