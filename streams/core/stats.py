@@ -293,7 +293,7 @@ class HostCycle:
     def observe(
         self, handled_at: float, dispatched_at: float, finished_at: float, elapsed_ms: float
     ) -> None:
-        if dispatched_at <= 0.0:  # a completion of an older Seine, or a tick's
+        if dispatched_at <= 0.0:  # unknown (dispatched_at left out), or a tick's
             return
         fetch = elapsed_ms / 1000.0
         self.count += 1

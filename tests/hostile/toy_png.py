@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import struct
 
-from streams.fetch.handlers import FetchResult, ResponseView
+from streams.core.fetching import FetchResult
+from streams.core.handlers import ResponseView
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

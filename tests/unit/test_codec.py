@@ -14,7 +14,7 @@ import pytest
 import topology
 from streams import codec
 from streams.codec import DecodeError
-from streams.store.warc import payload_digest
+from streams.core.pagestore import payload_digest
 
 PAGE: dict[str, Any] = {
     "url": "https://example.com/a?b=1",
@@ -209,23 +209,6 @@ EXAMPLES: dict[str, list[dict[str, Any]]] = {
     ],
 }
 
-#: The older url_batch layouts carry the same candidates.
-EXAMPLES["url_batch_v1"] = EXAMPLES["url_batch"]
-EXAMPLES["url_batch_v2"] = EXAMPLES["url_batch"]
-#: The older frontier_event layouts carry the same events.
-EXAMPLES["frontier_event_v1"] = EXAMPLES["frontier_event"]
-EXAMPLES["frontier_event_v2"] = EXAMPLES["frontier_event"]
-#: The older page_batch layout carries the same pages.
-EXAMPLES["page_batch_v1"] = EXAMPLES["page_batch"]
-#: The older fetch_batch layout carries the same requests.
-EXAMPLES["fetch_batch_v1"] = EXAMPLES["fetch_batch"]
-#: The older parsed_batch layout with the hand-off carries the same pages.
-EXAMPLES["parsed_batch_v2"] = EXAMPLES["parsed_batch"]
-#: The older layout carried every body inline: the inline pages of the current examples.
-EXAMPLES["parsed_batch_v1"] = [
-    {"pages": [p for p in EXAMPLES["parsed_batch"][0]["pages"] if p["page"]["body"] is not None]}
-]
-
 
 def avsc_names() -> set[str]:
     return {
@@ -236,7 +219,7 @@ def avsc_names() -> set[str]:
 
 
 def _texts(rng: random.Random, *, with_cr: bool) -> Callable[..., str]:
-    """Random strings for the layout differentials: empty, non-ASCII, line feeds (which
+    """Random strings for the random round trips: empty, non-ASCII, line feeds (which
     send strings to the array fallback), long, and CR when `with_cr`."""
     words = ["", "a", "ü€", "\n", "x" * 70, "/p?q=1", *(["\r"] if with_cr else [])]
 
@@ -348,13 +331,6 @@ CANDIDATE_DEFAULTS = {"depth": 0, "priority": 0, "via": None, "inlinks": 1, "kin
 
 def test_url_candidates_travel_as_columns_and_come_back_as_dicts() -> None:
     urls = EXAMPLES["url_batch"][0]["urls"]
-    columns = {
-        "depth": [1, 0],
-        "priority": [5, 0],
-        "via": [1, 0],
-        "vias": ["seed"],
-        "inlinks": [1, 3],
-    }
     numbers = struct.pack("<8i", 1, 0, 5, 0, 1, 0, 1, 3)
     assert codec.wire_form("url_batch", {"urls": urls}) == {
         "layout": codec.URL_LAYOUT,
@@ -367,49 +343,22 @@ def test_url_candidates_travel_as_columns_and_come_back_as_dicts() -> None:
             "kind": [],
         },
     }
-    assert codec.wire_form("url_batch_v2", {"urls": urls}) == {
-        "layout": codec.URL_LAYOUT_V2,
-        "urls": {
-            "url_lines": "https://example.com/x\nhttp://b.example/ü\n",
-            "url": [],
-            "kind_lines": "page\nsitemap\n",
-            "kind": [],
-            **columns,
-        },
-    }
-    assert codec.wire_form("url_batch_v1", {"urls": urls}) == {
-        "urls": {
-            "url": ["https://example.com/x", "http://b.example/ü"],
-            "kind": ["page", "sitemap"],
-            **columns,
-        }
-    }
     # A line feed in a URL or a kind: that column travels as an array instead.
     odd = [
         {"url": "http://a.example/\nx", "kind": "page"},
         {"url": "http://b.example/", "kind": "a\nb"},
     ]
-    for name in ("url_batch", "url_batch_v2"):
-        wire = codec.wire_form(name, {"urls": odd})["urls"]
-        assert (wire["url_lines"], wire["url"]) == (
-            "",
-            ["http://a.example/\nx", "http://b.example/"],
-        )
-        assert (wire["kind_lines"], wire["kind"]) == ("", ["page", "a\nb"])
-        assert [
-            c["url"] for c in codec.decode("url_batch", codec.encode(name, {"urls": odd}))["urls"]
-        ] == [
-            "http://a.example/\nx",
-            "http://b.example/",
-        ]
+    wire = codec.wire_form("url_batch", {"urls": odd})["urls"]
+    assert (wire["url_lines"], wire["url"]) == ("", ["http://a.example/\nx", "http://b.example/"])
+    assert (wire["kind_lines"], wire["kind"]) == ("", ["page", "a\nb"])
+    decoded = codec.decode("url_batch", codec.encode("url_batch", {"urls": odd}))
+    assert [c["url"] for c in decoded["urls"]] == ["http://a.example/\nx", "http://b.example/"]
 
 
 @pytest.mark.parametrize(
     "name, field",
     [
         ("url_batch", "urls"),
-        ("url_batch_v1", "urls"),
-        ("url_batch_v2", "urls"),
         ("frontier_event", "new_urls"),
     ],
 )
@@ -508,14 +457,6 @@ def _packed(**over: Any) -> dict[str, Any]:
     return packed
 
 
-def _lines(**over: Any) -> dict[str, Any]:
-    """The UrlLines of `_columns`, URLs and kinds packed."""
-    cols = _columns(url=[], kind=[])
-    cols.update(url_lines="http://a.example/\nhttp://b.example/\n", kind_lines="page\npage\n")
-    cols.update(over)
-    return cols
-
-
 def test_the_wire_record_of_a_plain_avro_writer_decodes() -> None:
     second = {
         "url": "http://b.example/",
@@ -532,17 +473,31 @@ def test_the_wire_record_of_a_plain_avro_writer_decodes() -> None:
     ):
         got = codec.decode("url_batch", _raw("url_batch", {"layout": layout, "urls": urls}))
         assert got["urls"][1] == second
-    # the older layouts, as an older Seine left them in a resumed crawl's topics
-    v2 = codec.URL_LAYOUT_V2
-    for urls in (_lines(), _columns(url_lines="", kind_lines="")):  # packed, or as arrays
-        got = codec.decode("url_batch", _raw("url_batch_v2", {"layout": v2, "urls": urls}))
-        assert got["urls"][1] == second
-    old = _raw("url_batch_v1", {"urls": _columns()})
-    assert not old.startswith(layout) and not old.startswith(v2)
-    assert codec.decode("url_batch", old)["urls"][1] == second
-    assert codec.decode("url_batch", b"\x00" * 7) == {"urls": []}  # an empty old batch
-    with pytest.raises(DecodeError, match="neither the current layout"):
-        codec.decode("url_batch", b"\x04garbage")
+
+
+@pytest.mark.parametrize("name", sorted(codec.LAYOUTS))
+def test_a_message_of_another_layout_is_a_decode_error(name: str) -> None:
+    """Each packed schema has one layout: a message that does not start with its marker
+    (another layout's, or none) is refused with a reason that names the marker it has,
+    before its bytes are read as the schema, so the stage sends it to dead-letters."""
+    marker = codec.LAYOUTS[name]
+    data = codec.encode(name, EXAMPLES[name][0])
+    assert data.startswith(marker)
+    assert codec.LAYOUTS == {
+        "url_batch": codec.URL_LAYOUT,
+        "frontier_event": codec.FRONTIER_LAYOUT,
+        "fetch_batch": codec.FETCH_LAYOUT,
+        "page_batch": codec.PAGE_LAYOUT,
+        "parsed_batch": codec.PARSED_LAYOUT,
+    }
+    for other in (b"\x01\x03", b"\x01\xff", b"\x00\x00", marker[:1] + b"\x00"):
+        with pytest.raises(DecodeError, match=f"{name}: unknown layout marker {other.hex(' ')}"):
+            codec.decode(name, other + data[2:])
+    # an empty batch without a marker (as a plain Avro writer of another schema would
+    # write one), and nothing at all
+    for bare in (b"\x00" * 7, b"\x00", b""):
+        with pytest.raises(DecodeError, match=r"unknown layout marker .* not a valid"):
+            codec.decode(name, bare)
 
 
 @pytest.mark.parametrize(
@@ -556,13 +511,6 @@ def test_the_wire_record_of_a_plain_avro_writer_decodes() -> None:
     ],
 )
 def test_inconsistent_columns_are_a_decode_error(bad: dict[str, Any]) -> None:
-    with pytest.raises(DecodeError, match="UrlColumns"):
-        codec.decode("url_batch", _raw("url_batch_v1", {"urls": bad}))
-    lines = {**bad, "url_lines": "", "kind_lines": ""}
-    with pytest.raises(DecodeError, match="UrlLines"):
-        codec.decode(
-            "url_batch", _raw("url_batch_v2", {"layout": codec.URL_LAYOUT_V2, "urls": lines})
-        )
     packed = {
         "url_lines": "",
         "url": bad["url"],
@@ -573,26 +521,6 @@ def test_inconsistent_columns_are_a_decode_error(bad: dict[str, Any]) -> None:
     }
     with pytest.raises(DecodeError, match="UrlPacked"):
         codec.decode("url_batch", _raw("url_batch", {"layout": codec.URL_LAYOUT, "urls": packed}))
-    event = {"new_urls": bad, "completions": [], "tick": False}
-    with pytest.raises(DecodeError, match="UrlColumns"):
-        codec.decode("frontier_event", _raw("frontier_event_v1", event))
-
-
-@pytest.mark.parametrize(
-    "bad",
-    [
-        _lines(url_lines="http://a.example/\n"),
-        _lines(kind_lines="page\n"),
-        _lines(url_lines="http://a.example/\nhttp://b.example/"),
-        _lines(url=["http://a.example/", "http://b.example/"]),
-        _lines(kind=["page", "page"]),
-    ],
-)
-def test_inconsistent_url_lines_are_a_decode_error(bad: dict[str, Any]) -> None:
-    with pytest.raises(DecodeError, match="UrlLines"):
-        codec.decode(
-            "url_batch", _raw("url_batch_v2", {"layout": codec.URL_LAYOUT_V2, "urls": bad})
-        )
 
 
 @pytest.mark.parametrize(
@@ -615,8 +543,7 @@ def test_inconsistent_packed_urls_are_a_decode_error(bad: dict[str, Any]) -> Non
         codec.decode("url_batch", _raw("url_batch", {"layout": codec.URL_LAYOUT, "urls": bad}))
 
 
-def test_every_url_batch_layout_decodes_to_the_same_candidates() -> None:
-    """Differential: random batches through the current layout and both older ones."""
+def test_random_url_batches_round_trip() -> None:
     rng = random.Random(7)
     alphabet = ["a", "/", "\n", "ü", "€", "", "x" * 50]
     for _ in range(300):
@@ -634,19 +561,12 @@ def test_every_url_batch_layout_decodes_to_the_same_candidates() -> None:
                     cand[field] = pick()
             urls.append(cand)
         expected = [{**CANDIDATE_DEFAULTS, **c} for c in urls]
-        for name in ("url_batch", "url_batch_v2", "url_batch_v1"):
-            data = codec.encode(name, {"urls": urls})
-            assert codec.decode("url_batch", data) == {"urls": expected}, name
+        data = codec.encode("url_batch", {"urls": urls})
+        assert codec.decode("url_batch", data) == {"urls": expected}
 
 
 def test_headers_travel_as_lines_or_as_two_arrays() -> None:
     page = {**PAGE, "headers": [{"name": "A", "value": "1"}, {"name": "A", "value": ""}]}
-    wire = codec.wire_form("page_batch_v1", {"pages": [page]})["pages"][0]
-    assert (wire["header_lines"], wire["header_names"], wire["header_values"]) == (
-        "A\n1\nA\n\n",
-        [],
-        [],
-    )
     packed = codec.wire_form("page_batch", {"pages": [page]})["pages"][0]
     assert packed["text"] == PAGE["url"] + PAGE["ip"] + "A\n1\nA\n\n"
     assert (packed["header_names"], packed["header_values"]) == ([], [])
@@ -654,52 +574,33 @@ def test_headers_travel_as_lines_or_as_two_arrays() -> None:
     assert "header_lines" not in page
     # A line feed in a value: the headers travel as two arrays instead.
     odd = {**PAGE, "headers": [{"name": "B", "value": "x\ny"}, {"name": "C", "value": "z"}]}
-    wire_odd = codec.wire_form("page_batch_v1", {"pages": [odd]})["pages"][0]
-    assert (wire_odd["header_lines"], wire_odd["header_names"], wire_odd["header_values"]) == (
-        "",
-        ["B", "C"],
-        ["x\ny", "z"],
-    )
     packed_odd = codec.wire_form("page_batch", {"pages": [odd]})["pages"][0]
     assert packed_odd["text"] == PAGE["url"] + PAGE["ip"]
     assert (packed_odd["header_names"], packed_odd["header_values"]) == (["B", "C"], ["x\ny", "z"])
     for p in (page, odd, {**PAGE, "headers": []}):
-        for name in ("page_batch", "page_batch_v1"):
-            assert codec.decode("page_batch", codec.encode(name, {"pages": [p]})) == {"pages": [p]}
+        assert codec.decode("page_batch", codec.encode("page_batch", {"pages": [p]})) == {
+            "pages": [p]
+        }
         parsed = {**EXAMPLES["parsed_batch"][0]["pages"][0], "page": p}
         assert codec.decode("parsed_batch", codec.encode("parsed_batch", {"pages": [parsed]})) == {
             "pages": [parsed]
         }
-    plain = {**wire, "header_lines": "", "header_names": ["A"], "header_values": ["1"]}
-    assert codec.decode("page_batch", _raw("page_batch_v1", {"pages": [plain]}))["pages"][0][
-        "headers"
-    ] == [{"name": "A", "value": "1"}]
-    for bad in (
-        {**wire_odd, "header_values": ["1"]},
-        {**wire, "header_lines": "A\n1\nB\n"},
-        {**wire, "header_lines": "A\n1"},
-        {**wire, "header_names": ["A"], "header_values": ["1"]},
-    ):
+    # Headers listed though none holds a line feed (a plain Avro writer may): the same.
+    plain = _packed_pages(header_lines="", header_names=["A"], header_values=["1"])
+    assert codec.decode("page_batch", _raw("page_batch", plain))["pages"][0]["headers"] == [
+        {"name": "A", "value": "1"}
+    ]
+    malformed: list[dict[str, Any]] = [
+        {"header_lines": "", "header_names": ["B", "C"], "header_values": ["1"]},
+        {"header_lines": "A\n1\nB\n", "header_names": [], "header_values": []},
+        {"header_lines": "A\n1", "header_names": [], "header_values": []},
+        {"header_lines": "A\n1\nA\n\n", "header_names": ["A"], "header_values": ["1"]},
+    ]
+    for bad in malformed:
         with pytest.raises(DecodeError, match="header"):
-            codec.decode("page_batch", _raw("page_batch_v1", {"pages": [bad]}))
+            codec.decode("page_batch", _raw("page_batch", _packed_pages(**bad)))
         with pytest.raises(DecodeError, match="header"):
-            codec.decode("page_batch", _raw("page_batch", _packed_pages(bad)))
-        parsed_bad = {
-            **codec.wire_form("parsed_batch_v2", EXAMPLES["parsed_batch"][0])["pages"][0],
-            "page": bad,
-        }
-        with pytest.raises(DecodeError, match="header"):
-            codec.decode(
-                "parsed_batch",
-                _raw("parsed_batch_v2", {"layout": codec.PARSED_LAYOUT_V2, "pages": [parsed_bad]}),
-            )
-        packed = _repacked(
-            header_lines=bad["header_lines"],
-            header_names=bad["header_names"],
-            header_values=bad["header_values"],
-        )
-        with pytest.raises(DecodeError, match="header"):
-            codec.decode("parsed_batch", packed)
+            codec.decode("parsed_batch", _repacked(**bad))
 
 
 @pytest.mark.parametrize(
@@ -708,50 +609,24 @@ def test_headers_travel_as_lines_or_as_two_arrays() -> None:
 )
 def test_links_round_trip_packed_or_listed(links: list[str]) -> None:
     item = {**EXAMPLES["parsed_batch"][0]["pages"][0], "links": links}
-    wire = codec.wire_form("parsed_batch_v2", {"pages": [item]})["pages"][0]
     packed = codec.wire_form("parsed_batch", {"pages": [item]})["pages"][0]
     link_lines = _strings(packed)["link_lines"]
     if any("\n" in link for link in links):
-        assert (wire["link_lines"], wire["links"]) == ("", links)
         assert (link_lines, packed["links"]) == ("", links)
     else:
-        assert wire["links"] == [] and wire["link_lines"] == "".join(f"{x}\n" for x in links)
-        assert packed["links"] == [] and link_lines == wire["link_lines"]
-    for name in ("parsed_batch", "parsed_batch_v2"):
-        decoded = codec.decode("parsed_batch", codec.encode(name, {"pages": [item]}))
-        assert decoded == {"pages": [item]}
+        assert packed["links"] == [] and link_lines == "".join(f"{x}\n" for x in links)
+    decoded = codec.decode("parsed_batch", codec.encode("parsed_batch", {"pages": [item]}))
+    assert decoded == {"pages": [item]}
     assert item["links"] is links  # the stage's dict is left alone
 
 
 def test_malformed_link_lines_are_a_decode_error() -> None:
-    wire = codec.wire_form("parsed_batch_v2", EXAMPLES["parsed_batch"][0])["pages"][0]
-    for bad in ({**wire, "link_lines": "/a"}, {**wire, "link_lines": "/a\n", "links": ["/b"]}):
-        with pytest.raises(DecodeError, match="links"):
-            codec.decode(
-                "parsed_batch",
-                _raw("parsed_batch_v2", {"layout": codec.PARSED_LAYOUT_V2, "pages": [bad]}),
-            )
     for packed in (_repacked(link_lines="/a"), _repacked(link_lines="/a\n", links=["/b"])):
         with pytest.raises(DecodeError, match="links"):
             codec.decode("parsed_batch", packed)
 
 
-def test_an_older_parsed_batch_with_bodies_inline_still_decodes() -> None:
-    """A resumed crawl may find messages an older Seine left in its topics: the layout
-    marker tells them apart, and their pages come back with the body inline and the
-    digest and size the current layout carries."""
-    old = codec.encode("parsed_batch_v1", EXAMPLES["parsed_batch_v1"][0])
-    assert not old.startswith(codec.PARSED_LAYOUT)
-    decoded = codec.decode("parsed_batch", old)
-    assert decoded == EXAMPLES["parsed_batch_v1"][0]
-    assert decoded["pages"][0]["page"]["body"] == PAGE["body"]
-    assert decoded["pages"][0]["digest"] == payload_digest(PAGE["body"])
-    assert codec.decode("parsed_batch", b"\x00") == {"pages": []}  # an empty old batch
-    with pytest.raises(DecodeError, match="neither the current layout"):
-        codec.decode("parsed_batch", b"\x04garbage")
-
-
-def test_a_handed_off_page_travels_without_its_body_in_the_current_layout() -> None:
+def test_a_handed_off_page_travels_without_its_body() -> None:
     item = EXAMPLES["parsed_batch"][0]["pages"][0]
     wire = codec.wire_form("parsed_batch", {"pages": [item]})
     assert wire["layout"] == codec.PARSED_LAYOUT
@@ -770,21 +645,7 @@ def test_a_handed_off_page_travels_without_its_body_in_the_current_layout() -> N
         codec.decode("parsed_batch", _repacked(digest=""))
 
 
-def test_a_handed_off_page_travels_without_its_body_in_the_older_layout() -> None:
-    item = EXAMPLES["parsed_batch"][0]["pages"][0]
-    wire = codec.wire_form("parsed_batch_v2", {"pages": [item]})
-    assert wire["layout"] == codec.PARSED_LAYOUT_V2
-    assert (wire["pages"][0]["handoff"], wire["pages"][0]["page"]["body"]) == (True, b"")
-    inline = {**item, "page": PAGE}
-    assert codec.wire_form("parsed_batch_v2", {"pages": [inline]})["pages"][0]["handoff"] is False
-    with pytest.raises(ValueError, match="digest"):
-        codec.encode("parsed_batch_v2", {"pages": [{**item, "digest": ""}]})
-    both = {**wire["pages"][0], "page": {**wire["pages"][0]["page"], "body": b"x"}}
-    with pytest.raises(DecodeError, match="both handed off and inline"):
-        codec.decode("parsed_batch", _raw("parsed_batch_v2", {**wire, "pages": [both]}))
-
-
-# --- parsed_batch's current layout: numbers as bytes, strings as one --------------------
+# --- parsed_batch: numbers as bytes, strings as one ------------------------------------
 
 STRING_FIELDS = (
     "url",
@@ -899,9 +760,7 @@ def test_parsed_page_numbers_of_another_size_are_a_decode_error() -> None:
             codec.decode("parsed_batch", _raw("parsed_batch", bad))
 
 
-def test_every_parsed_batch_layout_decodes_to_the_same_pages() -> None:
-    """Differential: random parsed pages through the current layout and the older ones
-    (v1 only for pages with their body inline, as it had no hand-off)."""
+def test_random_parsed_batches_round_trip() -> None:
     rng = random.Random(11)
     text = _texts(rng, with_cr=True)
 
@@ -941,14 +800,10 @@ def test_every_parsed_batch_layout_decodes_to_the_same_pages() -> None:
                 }
             )
         record = {"pages": pages}
-        for name in ("parsed_batch", "parsed_batch_v2"):
-            assert codec.decode("parsed_batch", codec.encode(name, record)) == record, name
-        inline = {"pages": [p for p in pages if p["page"]["body"] is not None]}
-        if inline["pages"]:
-            assert codec.decode("parsed_batch", codec.encode("parsed_batch_v1", inline)) == inline
+        assert codec.decode("parsed_batch", codec.encode("parsed_batch", record)) == record
 
 
-# --- frontier_event's current layout: candidates and completions packed ------------------
+# --- frontier_event: candidates and completions packed ----------------------------------
 
 COMPLETION_STRUCT = "<iBdddd5i"
 
@@ -973,11 +828,7 @@ def test_completions_travel_as_columns() -> None:
         "https://example.com/aexample.compagehttp-errorHTTP 429"
     )
     assert done["bodies"] == [b"User-agent: *\nDisallow: /private\n"]
-    # an older Seine's events still read, and a tick of the current layout is 01 09 ...
-    for name in ("frontier_event_v1", "frontier_event_v2"):
-        old = codec.encode(name, EXAMPLES["frontier_event"][0])
-        assert not old.startswith(codec.FRONTIER_LAYOUT)
-        assert codec.decode("frontier_event", old) == EXAMPLES["frontier_event"][0]
+    # a tick carries the marker too
     assert codec.encode("frontier_event", {"tick": True}).startswith(codec.FRONTIER_LAYOUT)
 
 
@@ -1009,8 +860,7 @@ def test_inconsistent_completions_are_a_decode_error() -> None:
             codec.decode("frontier_event", _raw("frontier_event", _event_wire(**bad)))
 
 
-def test_every_frontier_event_layout_decodes_to_the_same_event() -> None:
-    """Differential: random events through the current layout and the older one."""
+def test_random_frontier_events_round_trip() -> None:
     rng = random.Random(13)
     text = _texts(rng, with_cr=False)
 
@@ -1048,8 +898,7 @@ def test_every_frontier_event_layout_decodes_to_the_same_event() -> None:
                 if rng.random() < 0.8:
                     url["slot"] = (rng.choice([0, 3]), rng.choice([-1, 0, 7, 2**40]))
         event = {"new_urls": urls, "completions": completions, "tick": rng.random() < 0.2}
-        for name in ("frontier_event", "frontier_event_v2", "frontier_event_v1"):
-            assert codec.decode("frontier_event", codec.encode(name, event)) == event, name
+        assert codec.decode("frontier_event", codec.encode("frontier_event", event)) == event
     # fields with defaults may be left out, as the fetch stage's completions never do
     sparse = {k: v for k, v in EXAMPLES["frontier_event"][0]["completions"][1].items()}
     for field in ("retry_after", "body", "dispatched_at", "reason"):
@@ -1080,50 +929,23 @@ def test_retier_slots_travel_in_their_own_field() -> None:
             codec.decode("frontier_event", _raw("frontier_event", {**wire, "retier_slots": bad}))
 
 
-def test_an_older_url_seens_slot_inside_the_via_is_taken_out() -> None:
-    """frontier_event_v2 (01 06) carried a re-tier request's slot as its via,
-    ``retier:TIER:SEQ``: read as the current layout's ``slot``; one that does not parse
-    is a request without a slot (the frontier asks the registry, as it always did)."""
-    vias = ["retier:3:-1", "retier", "retier:", "retier:3", "retier:x:1", "retier:1:2:3", "seed"]
-    asks = [{"url": f"http://a.test/{i}", "via": via} for i, via in enumerate(vias)]
-    wire = codec.wire_form("frontier_event_v2", {"new_urls": asks})
-    assert wire["layout"] == codec.FRONTIER_LAYOUT_V2
-    got = codec.decode("frontier_event", codec.encode("frontier_event_v2", {"new_urls": asks}))
-    assert [(c["via"], c.get("slot")) for c in got["new_urls"]] == [
-        ("retier", (3, -1)),
-        ("retier", None),
-        ("retier", None),
-        ("retier", None),
-        ("retier", None),
-        ("retier", None),
-        ("seed", None),
-    ]
+# --- page_batch: a page's numbers and strings packed ----------------------------------
 
 
-# --- page_batch's current layout: a page's numbers and strings packed ------------------
-
-
-def _packed_pages(v1_page: dict[str, Any]) -> dict[str, Any]:
-    """The current layout's wire record of a page given in the older layout's wire form
-    (so that its header fields may be malformed)."""
-    url, ip, lines = v1_page["url"], v1_page["ip"], v1_page["header_lines"]
-    numbers = struct.pack(
-        "<iiBdd3i",
-        v1_page["status"],
-        v1_page["depth"],
-        1 if v1_page["truncated"] else 0,
-        v1_page["fetched_at"],
-        v1_page["elapsed_ms"],
-        len(url),
-        -1 if ip is None else len(ip),
-        len(lines),
-    )
+def _packed_pages(
+    header_lines: str, header_names: list[str], header_values: list[str]
+) -> dict[str, Any]:
+    """The page_batch wire record of PAGE with these header fields, as they are (so that
+    they may be malformed, as a plain Avro writer could put them on the topic)."""
+    page = codec.wire_form("page_batch", {"pages": [{**PAGE, "headers": []}]})["pages"][0]
+    numbers = list(struct.unpack("<iiBdd3i", page["numbers"]))
+    numbers[-1] = len(header_lines)
     page = {
-        "numbers": numbers,
-        "text": url + (ip or "") + lines,
-        "header_names": v1_page["header_names"],
-        "header_values": v1_page["header_values"],
-        "body": v1_page["body"],
+        **page,
+        "numbers": struct.pack("<iiBdd3i", *numbers),
+        "text": page["text"] + header_lines,
+        "header_names": header_names,
+        "header_values": header_values,
     }
     return {"layout": codec.PAGE_LAYOUT, "pages": [page]}
 
@@ -1131,9 +953,6 @@ def _packed_pages(v1_page: dict[str, Any]) -> dict[str, Any]:
 def test_inconsistent_packed_pages_are_a_decode_error() -> None:
     wire = codec.wire_form("page_batch", {"pages": [PAGE]})
     assert wire["layout"] == codec.PAGE_LAYOUT
-    old = codec.encode("page_batch_v1", {"pages": [PAGE]})
-    assert not old.startswith(codec.PAGE_LAYOUT)
-    assert codec.decode("page_batch", old) == {"pages": [PAGE]}
     fields = list(struct.unpack("<iiBdd3i", wire["pages"][0]["numbers"]))
     assert fields == [200, 2, 1, 1_700_000_000.25, 12.5, 25, 13, 38]
 
@@ -1158,8 +977,7 @@ def test_inconsistent_packed_pages_are_a_decode_error() -> None:
         codec.decode("page_batch", _raw("page_batch", {**wire, "pages": [short]}))
 
 
-def test_every_page_batch_layout_decodes_to_the_same_pages() -> None:
-    """Differential: random fetched pages through the current layout and the older one."""
+def test_random_page_batches_round_trip() -> None:
     rng = random.Random(17)
     text = _texts(rng, with_cr=True)
 
@@ -1178,12 +996,11 @@ def test_every_page_batch_layout_decodes_to_the_same_pages() -> None:
             }
             for _ in range(rng.randrange(0, 6))
         ]
-        for name in ("page_batch", "page_batch_v1"):
-            data = codec.encode(name, {"pages": pages})
-            assert codec.decode("page_batch", data) == {"pages": pages}, name
+        data = codec.encode("page_batch", {"pages": pages})
+        assert codec.decode("page_batch", data) == {"pages": pages}
 
 
-# --- fetch_batch's current layout: the requests as columns ------------------------------
+# --- fetch_batch: the requests as columns ----------------------------------------------
 
 
 def test_fetch_requests_travel_as_columns() -> None:
@@ -1214,9 +1031,6 @@ def test_fetch_requests_travel_as_columns() -> None:
     assert wire["requests"]["text"] == (
         "https://a.example/xa.examplepagehttps://a.example/robots.txta.examplerobots"
     )
-    old = codec.encode("fetch_batch_v1", {"requests": requests})
-    assert not old.startswith(codec.FETCH_LAYOUT)
-    assert codec.decode("fetch_batch", old) == {"requests": requests}
     # defaults: depth 0, url_id 0
     sparse = {"url": "u", "host": "h", "kind": "page", "dispatched_at": 0.0}
     assert codec.decode("fetch_batch", codec.encode("fetch_batch", {"requests": [sparse]})) == {
@@ -1241,8 +1055,7 @@ def test_fetch_requests_travel_as_columns() -> None:
             codec.decode("fetch_batch", data)
 
 
-def test_every_fetch_batch_layout_decodes_to_the_same_requests() -> None:
-    """Differential: random requests through the current layout and the older one."""
+def test_random_fetch_batches_round_trip() -> None:
     rng = random.Random(19)
     text = _texts(rng, with_cr=False)
 
@@ -1258,6 +1071,5 @@ def test_every_fetch_batch_layout_decodes_to_the_same_requests() -> None:
             }
             for _ in range(rng.randrange(0, 8))
         ]
-        for name in ("fetch_batch", "fetch_batch_v1"):
-            data = codec.encode(name, {"requests": requests})
-            assert codec.decode("fetch_batch", data) == {"requests": requests}, name
+        data = codec.encode("fetch_batch", {"requests": requests})
+        assert codec.decode("fetch_batch", data) == {"requests": requests}

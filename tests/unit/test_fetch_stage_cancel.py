@@ -14,8 +14,7 @@ import asyncio
 import time
 from typing import Any
 
-from streams.fetch.config import FetchConfig
-from streams.fetch.fetcher import Fetcher
+from streams.core.fetching import FetchConfig, Fetcher
 from streams.stages.context import Counters, Outbox
 from streams.stages.fetch import FetchStage
 

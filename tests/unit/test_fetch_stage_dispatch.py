@@ -15,8 +15,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
-from streams.fetch.config import FetchConfig
-from streams.fetch.fetcher import Fetcher
+from streams.core.fetching import FetchConfig, Fetcher
 from streams.stages.context import Counters, Outbox
 from streams.stages.fetch import FetchStage
 

@@ -596,7 +596,7 @@ def test_a_retier_request_names_its_slot() -> None:
     (candidate,) = [retier_candidate("http://a.test/x", old, {"in": 2})]
     assert candidate is not None and candidate["via"] == "retier" and is_retier("retier")
     assert candidate["slot"] == (3, -1)
-    # an older url-seen's "retier:TIER:SEQ" is taken apart by the codec (test_codec)
+    # only the bare via is a request: the slot travels in frontier_event's retier_slots
     for via in (None, "http://retier.test/", "seed", "retierx", "retier:3:1"):
         assert not is_retier(via)
 
