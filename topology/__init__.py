@@ -8,11 +8,12 @@
     dead-letters ◄── every message a stage could not process, with the reason
 
 Keying: "host" topics are partitioned by jump consistent hash of the URL's site
-key (host without "www."), chosen by the producer with `host_partition` below, so
-one partition (and so one worker) owns all of a host's URLs, queue, robots rules and politeness clock.
-content-dedup is keyed by content fingerprint so identical pages from any host
-meet in one partition. Nothing here reads settings: the partition count of
-"scaled" topics comes from Settings.partitions when the app is built.
+key (host without "www."), chosen by the producer with `host_partition` below,
+so one partition (and so one worker) owns all of a host's URLs, queue, robots
+rules and politeness clock. content-dedup is keyed by content fingerprint so
+identical pages from any host meet in one partition. Nothing here reads settings:
+the partition count of "scaled" topics comes from Settings.partitions when the app
+is built.
 """
 
 from __future__ import annotations
