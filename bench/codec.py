@@ -27,7 +27,7 @@ import fastavro
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from streams import codec
-from streams.core.pagestore import payload_digest
+from streams.store.warc import payload_digest
 
 CANDIDATE = {
     "type": "record",

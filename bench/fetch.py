@@ -5,14 +5,16 @@ bench/crawl_throughput.py does) and each client fetches every host's pages with 
 request in flight per host. The peer is a bare aiohttp session configured like the
 Fetcher's (same connector limits, read timeout, default headers, no decompression):
 the difference is the Fetcher's own work (guards, timeouts, bounded reading,
-result). ``--compare PATH`` adds another streams/core/fetching.py (e.g. from an
-older tree) as a third client, for before/after figures in one process. Clients
+result). ``--compare PATH`` adds another Fetcher as a third client, for before/after
+figures in one process: PATH is a module defining ``Fetcher`` and ``FetchConfig``
+(an older tree's streams/fetch/fetcher.py, or its streams/core/fetching.py from
+before the streams/fetch/ package); what it imports comes from this tree. Clients
 take turns round by round on the same warm connections; figures are this process's
 CPU time per fetch (the machine is shared: CPU, not wall time), median of rounds.
 
     .venv/bin/python bench/fetch.py                      # ~1 min; needs nginx
     .venv/bin/python bench/fetch.py --guard              # private targets off (127/8 allow-listed)
-    .venv/bin/python bench/fetch.py --compare /tmp/old/streams/core/fetching.py
+    .venv/bin/python bench/fetch.py --compare /tmp/old/streams/fetch/fetcher.py
 """
 
 from __future__ import annotations
@@ -26,16 +28,19 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from streams.core import fetching
 from streams.demo.nginx import nginx_binary, start_nginx
 from streams.demo.webgen import WebSpec
+from streams.fetch import handlers
+from streams.fetch.config import FetchConfig
+from streams.fetch.decode import accept_encoding
+from streams.fetch.fetcher import Fetcher
 
 Client = Callable[[list[str]], Awaitable[None]]
 
@@ -46,6 +51,8 @@ def load_fetching(path: str) -> ModuleType:
         raise SystemExit(f"cannot load {path}")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
+    # a fetching.py from before streams/fetch/ imports its handlers from the old path
+    sys.modules.setdefault("streams.core.handlers", handlers)
     spec.loader.exec_module(module)
     return module
 
@@ -67,7 +74,7 @@ async def make_fetcher(module: Any, guard: bool) -> tuple[Client, Callable[[], A
 
 
 async def make_aiohttp() -> tuple[Client, Callable[[], Awaitable[None]]]:
-    config = fetching.FetchConfig()
+    config = FetchConfig()
     session = aiohttp.ClientSession(
         connector=aiohttp.TCPConnector(limit=config.pool_size, limit_per_host=4),
         timeout=aiohttp.ClientTimeout(
@@ -79,7 +86,7 @@ async def make_aiohttp() -> tuple[Client, Callable[[], Awaitable[None]]]:
         headers={
             "User-Agent": config.user_agent,
             "Accept": "text/html,application/xhtml+xml;q=0.9,*/*;q=0.1",
-            "Accept-Encoding": fetching.accept_encoding(),
+            "Accept-Encoding": accept_encoding(),
         },
         auto_decompress=False,
         cookie_jar=aiohttp.DummyCookieJar(),
@@ -98,7 +105,9 @@ async def make_aiohttp() -> tuple[Client, Callable[[], Awaitable[None]]]:
 async def measure(args: argparse.Namespace, by_host: list[list[str]]) -> dict[str, list[float]]:
     clients: dict[str, tuple[Client, Callable[[], Awaitable[None]]]] = {
         "aiohttp": await make_aiohttp(),
-        "Fetcher": await make_fetcher(fetching, args.guard),
+        "Fetcher": await make_fetcher(
+            SimpleNamespace(Fetcher=Fetcher, FetchConfig=FetchConfig), args.guard
+        ),
     }
     if args.compare:
         clients["compared"] = await make_fetcher(load_fetching(args.compare), args.guard)
@@ -124,7 +133,7 @@ def main() -> int:
     p.add_argument("--pages", type=int, default=10, help="pages per host and round")
     p.add_argument("--rounds", type=int, default=10)
     p.add_argument("--guard", action="store_true", help="private targets off, 127/8 allow-listed")
-    p.add_argument("--compare", metavar="FETCHING_PY", help="another fetching.py to measure")
+    p.add_argument("--compare", metavar="FETCHER_PY", help="another Fetcher module to measure")
     args = p.parse_args()
     if nginx_binary() is None:
         print("bench/fetch.py needs nginx (apt-get install nginx-light)", file=sys.stderr)

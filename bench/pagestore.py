@@ -69,7 +69,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from streams.core.pagestore import PageStore
+from streams.store.pagestore import PageStore
 
 HOSTS = 10_000  # pages spread over this many hosts, like a crawl's partition of the web
 BASE_TIME = 1_750_000_000.0  # fetch time of page 0; page i is fetched i ms later

@@ -32,16 +32,16 @@ import topology
 from streams import codec
 from streams.admin import ensure_topics, topic_configs
 from streams.consumer_state import hold_gaps, lagging_partitions, refetch_skips, rewind
-from streams.core.fetching import FetchConfig, Fetcher
 from streams.core.filters import FilterConfig
 from streams.core.freshness import RevisitPolicy, RevisitSchedule
 from streams.core.frontier import Frontier, Politeness
-from streams.core.pagestore import PageStore
 from streams.core.poison import oversized, screen
 from streams.core.seeds import InvalidSeed
 from streams.core.sitemaps import SitemapConfig
 from streams.core.stall import StuckPartitions
 from streams.exits import EXIT_BROKER_LOST
+from streams.fetch.config import FetchConfig
+from streams.fetch.fetcher import Fetcher
 from streams.kafka_tuning import (
     guard_commits,
     set_fetch_max_wait,
@@ -57,6 +57,7 @@ from streams.settings import Settings, gc_thresholds
 from streams.stages import dedup, frontier, link_extract, parse, seeds, url_filter, url_seen
 from streams.stages.context import BATCH_FIELD, Outbox, StageContext
 from streams.stages.fetch import FetchStage
+from streams.store.pagestore import PageStore
 from streams.tables import FRONTIER_STORE_OPTIONS, ProducedTable
 from streams.web.observe import register_observe
 from streams.web.pages import register_pages

@@ -12,7 +12,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TextIO
 
-from streams.core.pagestore import Capture, PageStore
+from streams.store.pagestore import Capture, PageStore
 
 
 def store_paths(data_dir: str | Path) -> list[Path]:

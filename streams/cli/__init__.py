@@ -82,4 +82,3 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stdout = open(os.devnull, "w")  # noqa: SIM115
         return 0
     return 2
-

@@ -30,11 +30,11 @@ from typing import Any
 from mmh3 import hash64
 
 import topology
-from streams.core.pagestore import payload_digest
 from streams.core.partitioning import jump_hash
 from streams.core.simhash import band_step, bands, to_unsigned
 from streams.core.urls import copy_links_differ
 from streams.stages.context import Outbox, StageContext, crawl_log_record
+from streams.store.warc import payload_digest
 
 #: Entries kept per band bucket (a template family sharing a band must not make every
 #: page scan millions); beyond it pages are still found through their other bands.

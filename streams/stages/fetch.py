@@ -22,7 +22,6 @@ from collections.abc import Callable
 from typing import Any
 
 import topology
-from streams.core.fetching import Fetcher, FetchResult
 from streams.core.freshness import RevisitSchedule
 from streams.core.sitemaps import (
     SitemapConfig,
@@ -32,6 +31,8 @@ from streams.core.sitemaps import (
 )
 from streams.core.stats import cpu_timed
 from streams.core.urls import resolve
+from streams.fetch.fetcher import Fetcher
+from streams.fetch.handlers import FetchResult
 from streams.stages.context import Outbox, StageContext, crawl_log_record
 from streams.stages.url_filter import REDIRECT_VIA_PREFIX
 

@@ -24,12 +24,13 @@ from typing import Any
 import topology
 from streams import codec
 from streams.core.freshness import UNREAD, RevisitSchedule
-from streams.core.pagestore import PageStore, payload_digest
 from streams.core.simhash import to_unsigned
 from streams.core.urls import resolve, resolve_and_canonicalize
 from streams.stages import recrawl
 from streams.stages.context import Outbox, StageContext, crawl_log_record
 from streams.stages.dedup import digest_of, size_of
+from streams.store.pagestore import PageStore
+from streams.store.warc import payload_digest
 
 log = logging.getLogger("seine.link-extract")
 

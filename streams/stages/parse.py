@@ -13,11 +13,11 @@ from __future__ import annotations
 from typing import Any
 
 import topology
-from streams.core.pagestore import payload_digest
 from streams.core.parsing import charset_from_headers, parse_pages
 from streams.core.simhash import to_signed
 from streams.stages.context import Outbox, StageContext
 from streams.stages.dedup import dedup_partition
+from streams.store.warc import payload_digest
 
 
 def handle(ctx: StageContext, batch: dict[str, Any], out: Outbox) -> None:

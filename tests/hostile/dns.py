@@ -15,7 +15,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import cast
 
-from streams.core.fetching import DnsAnswer, DnsError
+from streams.fetch.resolver import DnsAnswer, DnsError
 
 QTYPE_A = 1
 QTYPE_AAAA = 28

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import struct
 
-from streams.core.fetching import FetchResult
-from streams.core.handlers import ResponseView
+from streams.fetch.handlers import FetchResult, ResponseView
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

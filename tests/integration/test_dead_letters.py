@@ -12,10 +12,10 @@ import topology
 from streams import codec
 from streams.admin import ensure_topics
 from streams.broker import EmbeddedBroker
-from streams.core.pagestore import PageStore
 from streams.demo.server import start_server_process
 from streams.demo.webgen import WebSpec
 from streams.settings import Settings
+from streams.store.pagestore import PageStore
 from tests.integration.conftest import read_topic, run_crawl
 
 GARBAGE = {

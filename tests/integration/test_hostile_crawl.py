@@ -33,10 +33,10 @@ import pytest
 import topology
 from streams import codec
 from streams.broker import EmbeddedBroker
-from streams.core import fetching
-from streams.core.pagestore import PageStore
 from streams.demo.server import ServerProcess, start_server_process
 from streams.demo.webgen import PRIVATE_PREFIX, DemoWeb, WebSpec
+from streams.fetch import decode
+from streams.store.pagestore import PageStore
 from tests.hostile import server as hs
 from tests.hostile.server import HostileProcess, start_hostile_process
 from tests.integration.conftest import read_to_end, run_crawl
@@ -54,7 +54,7 @@ ENV = {
     # an unreachable host's robots.txt is retried 3 times: quickly, here
     "SEINE_ROBOTS_RETRY": "0.2",
 }
-_BR = fetching._BROTLI is not None
+_BR = decode._BROTLI is not None
 
 #: trap name → (path, outcome of its fetch record, reason regex)
 TRAPS: dict[str, tuple[str, str, str]] = {

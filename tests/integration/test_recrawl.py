@@ -28,8 +28,8 @@ import pytest
 import topology
 from streams import codec
 from streams.broker import EmbeddedBroker
-from streams.core.pagestore import PageStore
 from streams.stages.recrawl import send_refeed
+from streams.store.pagestore import PageStore
 from tests.integration.conftest import REPO, crawl_env, read_topic
 from tests.integration.loopback import Response, page, serve
 

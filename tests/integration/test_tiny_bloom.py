@@ -6,9 +6,9 @@ import re
 from pathlib import Path
 
 from streams.broker import EmbeddedBroker
-from streams.core.pagestore import PageStore
 from streams.demo.server import read_request_log, start_server_process
 from streams.demo.webgen import WebSpec
+from streams.store.pagestore import PageStore
 from tests.integration.conftest import run_crawl
 
 

@@ -20,7 +20,8 @@ import pytest
 from warcio.archiveiterator import ArchiveIterator
 
 from streams.cli import main
-from streams.core.pagestore import PageStore, surt
+from streams.store.pagestore import PageStore
+from streams.store.surt import surt
 
 CHECKLIST = Path(__file__).resolve().parents[2] / ".." / "shared" / "conformance"
 CHECKLIST /= "warc11_record_checklist.json"

@@ -14,7 +14,7 @@ import pytest
 import topology
 from streams import codec
 from streams.codec import DecodeError
-from streams.core.pagestore import payload_digest
+from streams.store.warc import payload_digest
 
 PAGE: dict[str, Any] = {
     "url": "https://example.com/a?b=1",

@@ -30,10 +30,12 @@ from typing import Any, TypeVar
 
 import pytest
 
-from streams.core import fetching
-from streams.core.fetching import DnsAnswer, FetchConfig, Fetcher, FetchResult, GuardedResolver
-from streams.core.handlers import DEFAULT_HANDLERS, ResponseView, register_handler
 from streams.core.parsing import decode_html, parse_html
+from streams.fetch import decode
+from streams.fetch.config import FetchConfig
+from streams.fetch.fetcher import Fetcher
+from streams.fetch.handlers import DEFAULT_HANDLERS, FetchResult, ResponseView, register_handler
+from streams.fetch.resolver import DnsAnswer, GuardedResolver
 from tests.hostile import server as hs
 from tests.hostile.dns import FakeDns
 from tests.hostile.server import HostileProcess, start_hostile_process
@@ -131,11 +133,11 @@ def zeros_to_cap(r: FetchResult) -> None:
 
 
 def _has_br() -> bool:
-    return fetching._BROTLI is not None
+    return decode._BROTLI is not None
 
 
 def _zstd() -> bool:
-    return fetching._ZSTD is not None and hs.zstd_bomb() is not None
+    return decode._ZSTD is not None and hs.zstd_bomb() is not None
 
 
 TRUNCATED = rf"body over {CAP} bytes, truncated"
@@ -703,7 +705,7 @@ def test_user_agent_and_accept_encoding_are_sent(hostile: HostileProcess) -> Non
         result = run(go)
     sent = json.loads(result.body)
     assert sent["user-agent"] == UA
-    assert sent["accept-encoding"] == fetching.accept_encoding()
+    assert sent["accept-encoding"] == decode.accept_encoding()
     assert sent["host"] == f"echo.hostile.test:{hostile.port}"
 
 

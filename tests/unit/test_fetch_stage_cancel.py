@@ -14,7 +14,8 @@ import asyncio
 import time
 from typing import Any
 
-from streams.core.fetching import FetchConfig, Fetcher
+from streams.fetch.config import FetchConfig
+from streams.fetch.fetcher import Fetcher
 from streams.stages.context import Counters, Outbox
 from streams.stages.fetch import FetchStage
 

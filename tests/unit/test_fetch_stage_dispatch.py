@@ -15,7 +15,8 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
-from streams.core.fetching import FetchConfig, Fetcher
+from streams.fetch.config import FetchConfig
+from streams.fetch.fetcher import Fetcher
 from streams.stages.context import Counters, Outbox
 from streams.stages.fetch import FetchStage
 

@@ -20,11 +20,12 @@ from streams import codec
 from streams.core.freshness import RevisitPolicy, RevisitSchedule
 from streams.core.frontier import Frontier, Politeness
 from streams.core.handoff import ENTRY_OVERHEAD, HandoffCache
-from streams.core.pagestore import PageStore, payload_digest
 from streams.core.partitioning import partition_for
 from streams.core.poison import Limits
 from streams.settings import Settings
 from streams.stages import dedup, link_extract, parse, recrawl
+from streams.store.pagestore import PageStore
+from streams.store.warc import payload_digest
 
 # -- the cache -------------------------------------------------------------------------
 

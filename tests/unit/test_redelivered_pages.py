@@ -10,10 +10,10 @@ from warcio.archiveiterator import ArchiveIterator
 
 from streams.core.freshness import RevisitPolicy, RevisitSchedule
 from streams.core.handoff import HandoffCache
-from streams.core.pagestore import PageStore
 from streams.stages import link_extract
 from streams.stages.dedup import payload_digest
 from streams.stages.link_extract import SAME_CAPTURE, _stored_before
+from streams.store.pagestore import PageStore
 
 URL = "http://a.example/page"
 

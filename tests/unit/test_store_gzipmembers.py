@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
-from streams.core import pagestore as ps
-from streams.core.pagestore import Capture, PageStore, _parse_member
+from streams.store import gzipmembers, index
+from streams.store.pagestore import Capture, PageStore
 
 CASES: list[tuple[str, list[tuple[str, str]], bytes, str | None]] = [
     ("plain", [("Content-Type", "text/html; charset=utf-8")], b"<p>hello</p>", "127.0.0.1"),
@@ -83,7 +83,7 @@ def test_fast_path_matches_warcio(
         for cap in (capture, revisit):
             raw = (tmp_path / "store" / "segments" / cap.segment).read_bytes()
             data = raw[cap.offset : cap.offset + cap.length]
-            fast = _parse_member(data)
+            fast = gzipmembers.parse_member(data)
             assert fast is not None, f"{name}: the fast path refused our own record"
             assert (fast.headers, fast.ip, fast.body) == _warcio(data)
         got = store.get(capture.url)
@@ -126,23 +126,23 @@ def test_offsets_in_the_index_cut_the_record_as_warcio_does(
         entries = _index_entries(store)
         assert len(entries) == 3
         for key, value in entries.items():
-            e = ps._decode(key, value)
+            e = index.decode(key, value)
             assert e.raw_len > 0 and 0 < e.http_start < e.body_start <= e.raw_len - 4
             data = (tmp_path / "store" / "segments" / e.segment).read_bytes()
             data = data[e.offset : e.offset + e.length]
-            sliced = ps._slice_record(data, e.raw_len, e.http_start, e.body_start)
+            sliced = gzipmembers.slice_record(data, e.raw_len, e.http_start, e.body_start)
             assert sliced is not None, f"{name}: offsets refused for {e.url}"
             assert (sliced.headers, sliced.ip, sliced.body) == _warcio(data)
 
 
-def _v1_value(e: ps._Entry) -> bytes:
+def _v1_value(e: index.Entry) -> bytes:
     """An index value as stores written before version 2 hold them."""
     flags = (1 if e.truncated else 0) | (2 if e.revisit_of is not None else 0)
     flags |= 4 if e.near_duplicate_of is not None else 0
-    parts = [ps._VAL_HEAD.pack(1, flags, e.status, e.offset, e.length, e.orig_micros)]
+    parts = [index._VAL_HEAD.pack(1, flags, e.status, e.offset, e.length, e.orig_micros)]
     for s in (e.segment, e.digest, e.mime, e.revisit_of or e.near_duplicate_of or ""):
         b = s.encode()
-        parts += [ps._STR_LEN.pack(len(b)), b]
+        parts += [index._STR_LEN.pack(len(b)), b]
     return b"".join(parts)
 
 
@@ -161,7 +161,7 @@ def test_stores_with_version_1_index_entries_read_the_same(tmp_path: Path) -> No
             cdxj_before = f.getvalue()
         entries = _index_entries(store)
         for key, value in entries.items():
-            store._db[key] = _v1_value(ps._decode(key, value))
+            store._db[key] = _v1_value(index.decode(key, value))
         store._lookup_it = None
         assert all(v[0] == 1 for v in _index_entries(store).values())
         after = {u: store.get(u) for u in store.urls()}
@@ -180,7 +180,7 @@ def test_offsets_that_do_not_fit_the_record_fall_back_to_parsing(tmp_path: Path)
             "http://example.test/x", status=200, headers=[("A", "b")], body=b"body", ip="10.0.0.1"
         )
         ((key, value),) = _index_entries(store).items()
-        e = ps._decode(key, value)
+        e = index.decode(key, value)
         data = (tmp_path / "store" / "segments" / e.segment).read_bytes()[
             e.offset : e.offset + e.length
         ]
@@ -191,8 +191,8 @@ def test_offsets_that_do_not_fit_the_record_fall_back_to_parsing(tmp_path: Path)
             (e.raw_len, e.http_start, e.raw_len + 10),
         ]
         for raw_len, http_start, body_start in bad:
-            assert ps._slice_record(data, raw_len, http_start, body_start) is None
-            store._db[key] = ps._encode_value(
+            assert gzipmembers.slice_record(data, raw_len, http_start, body_start) is None
+            store._db[key] = index.encode_value(
                 status=e.status,
                 segment=e.segment,
                 offset=e.offset,
