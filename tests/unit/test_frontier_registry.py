@@ -464,6 +464,75 @@ def test_a_url_whose_enqueue_the_host_state_lost_is_queued_again(
     assert crawl.state(lost)["s"] == crawl.state(new)["s"] == "fetched"
 
 
+@pytest.mark.parametrize("overwritten_first", [False, True])
+def test_a_url_dispatched_where_the_host_state_was_lost_is_queued_again(
+    tmp_path: Path, overwritten_first: bool
+) -> None:
+    """A worker is SIGKILLed right after a message that queued a URL of a due host and
+    dispatched it at once (local dispatch: the registry says ``fetching``, not
+    ``queued``); the request went out, its page never reached the broker, and the
+    host state's changelog record was lost (it comes back older: the 3-node fault
+    test lost site-0004's /page-17.html so, its slot later given to another page).
+    The message is read again by the new owner: the URL must be queued again, not
+    dropped as known. Every page is fetched; the lost one again."""
+    crawl = Crawl(tmp_path / "reg", Politeness(delay=10.0))
+    one, lost, new = "http://a.test/1", "http://a.test/lost", "http://a.test/new"
+    crawl.register(one, lost, new)
+    _one_page_fetched(crawl, one)
+    delivered = {host: dict(state) for host, state in crawl.frontier.hosts.items()}
+    crawl.clock.now += 60.0  # the host is due: the URL is dispatched as it is queued
+    (request,) = crawl.handle([lost])
+    assert request["url"] == lost
+    assert crawl.state(lost)["s"] == "fetching"
+    # the restart: hosts as their changelog had them, queue and registry as on disk
+    crawl.frontier = Frontier(
+        delivered, crawl.frontier.queue, Politeness(), lambda _: 0, crawl.clock
+    )
+    if overwritten_first:
+        # a new URL of the host lands in the lost item's slot, and is dispatched
+        requests = crawl.handle([new])
+        requests += crawl.handle([lost])  # the message that queued it, read again
+    else:
+        requests = crawl.handle([lost])
+        requests += crawl.handle([new])
+    assert crawl.state(lost)["s"] != "fetching" or requests[0]["url"] == lost
+    _fetch_to_the_end(crawl, requests)
+    pages = [r["url"] for r in crawl.out.fetches if r["kind"] == "page"]
+    assert sorted(pages) == sorted([one, lost, lost, new])  # the lost fetch done again
+    assert crawl.state(lost)["s"] == crawl.state(new)["s"] == "fetched"
+
+
+def test_a_url_in_flight_at_a_restart_is_not_queued_twice(tmp_path: Path) -> None:
+    """The same message read again where the host state did reach the broker (the
+    host is busy with that URL) or where an adoption put the fetch back at the head of
+    its queue: the URL is accounted for, and fetched once more only by the adoption."""
+    crawl = Crawl(tmp_path / "reg", Politeness(delay=10.0, adopt_grace=3.0))
+    one, inflight = "http://a.test/1", "http://a.test/inflight"
+    crawl.register(one, inflight)
+    _one_page_fetched(crawl, one)
+    crawl.clock.now += 60.0
+    (request,) = crawl.handle([inflight])
+    assert request["url"] == inflight
+    crawl.frontier = Frontier(
+        crawl.frontier.hosts,
+        crawl.frontier.queue,
+        Politeness(adopt_grace=3.0),
+        lambda _: 0,
+        crawl.clock,
+    )
+    assert crawl.handle([inflight]) == []  # busy with it: adopted, not queued again
+    crawl.clock.now += 5.0  # the grace runs out: the adoption does the fetch again
+    (again,) = crawl.handle()
+    assert again["url"] == inflight
+    crawl.frontier = Frontier(
+        crawl.frontier.hosts, crawl.frontier.queue, Politeness(), lambda _: 0, crawl.clock
+    )
+    crawl.handle([inflight])  # read once more after another restart: in flight still
+    _fetch_to_the_end(crawl, [again])
+    pages = [r["url"] for r in crawl.out.fetches if r["kind"] == "page"]
+    assert sorted(pages) == sorted([one, inflight, inflight])
+
+
 def test_a_message_read_again_after_a_lazy_move_queues_nothing_twice(tmp_path: Path) -> None:
     """The registry names the slot a re-tier moved a URL to; a restart loses the move
     held in memory (the item is served at its old key) and reads the messages that
