@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import time
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +82,22 @@ def topic_configs(settings: Settings) -> dict[str, str]:
     return {}
 
 
+def _await_visible(admin: AdminClient, names: list[str], timeout: float) -> None:
+    """Wait until the cluster's metadata lists every topic of `names` with its
+    partitions: a topic just created may not be in a broker's metadata yet (KRaft
+    propagates it asynchronously), and a consumer subscribing meanwhile would not be
+    assigned it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        topics = admin.list_topics(timeout=timeout).topics
+        if all(name in topics and topics[name].partitions for name in names):
+            return
+        if time.monotonic() > deadline:
+            missing = [n for n in names if n not in topics or not topics[n].partitions]
+            raise ValueError(f"topics created but not visible after {timeout:g} s: {missing[:3]}")
+        time.sleep(0.1)  # polling the cluster's metadata, bounded by the deadline
+
+
 def ensure_topics(settings: Settings, timeout: float = 20.0) -> list[str]:
     """Create missing topics; returns the names created. Raises on a partition mismatch."""
     admin = AdminClient({"bootstrap.servers": settings.bootstrap})
@@ -115,6 +132,47 @@ def ensure_topics(settings: Settings, timeout: float = 20.0) -> list[str]:
         except Exception as exc:
             if "TOPIC_ALREADY_EXISTS" not in str(exc):
                 raise
+    _await_visible(admin, [topic.topic for topic in missing], timeout)
+    return created
+
+
+def ensure_changelogs(
+    settings: Settings, topics: dict[str, int], timeout: float = 20.0
+) -> list[str]:
+    """Create the tables' changelog topics (name → partitions) that are missing,
+    compacted, as Faust would; returns the names created.
+
+    Faust creates them itself, but only as its app starts, racing the consumer that
+    subscribes to them: a consumer whose metadata was fetched before a changelog
+    existed sees it with 0 partitions, and each table read then fails with
+    PartitionsMismatch until the next metadata refresh (minutes on Apache Kafka, which
+    does not auto-create topics). Seen on a loaded 2-core machine: every seed of a
+    crawl went to the dead letters."""
+    admin = AdminClient({"bootstrap.servers": settings.bootstrap})
+    existing = admin.list_topics(timeout=timeout).topics
+    config = {"cleanup.policy": "compact", **topic_configs(settings)}
+    missing = [
+        NewTopic(
+            name,
+            num_partitions=count,
+            replication_factor=settings.replication_factor,
+            config=config,
+        )
+        for name, count in topics.items()
+        if name not in existing or existing[name].error is not None
+    ]
+    if not missing:
+        return []
+    futures = admin.create_topics(missing, operation_timeout=timeout, request_timeout=timeout)
+    created = []
+    for name, future in futures.items():
+        try:
+            future.result(timeout=timeout)
+            created.append(name)
+        except Exception as exc:
+            if "TOPIC_ALREADY_EXISTS" not in str(exc):
+                raise
+    _await_visible(admin, [topic.topic for topic in missing], timeout)
     return created
 
 

@@ -30,7 +30,7 @@ import mode.loop
 
 import topology
 from streams import codec
-from streams.admin import ensure_topics, topic_configs
+from streams.admin import ensure_changelogs, ensure_topics, topic_configs
 from streams.consumer_state import hold_gaps, lagging_partitions, refetch_skips, rewind
 from streams.core.filters import FilterConfig
 from streams.core.freshness import RevisitPolicy, RevisitSchedule
@@ -877,9 +877,22 @@ def tune_gc(settings: Settings) -> None:
         gc.set_threshold(*thresholds)
 
 
+def create_topics(seine: SeineApp) -> list[str]:
+    """Every topic the worker will consume, created before its consumer subscribes:
+    the stage and service topics of topology/, and the tables' changelogs (a topic
+    created after the subscription is not assigned until a metadata refresh).
+    Returns the names created."""
+    settings = seine.settings
+    changelogs = {
+        table.changelog_topic.get_topic_name(): table.partitions or settings.partitions
+        for table in seine.app.tables.values()
+    }
+    return ensure_topics(settings) + ensure_changelogs(settings, changelogs)
+
+
 def run_worker(seine: SeineApp) -> int:
     """Run the worker until it is stopped (signal, or idle with --until-idle)."""
-    ensure_topics(seine.settings)
+    create_topics(seine)
     worker = faust.Worker(
         seine.app,
         loglevel=seine.settings.log_level,

@@ -39,5 +39,6 @@ python3 -m venv .venv
     tests/integration/test_faults.py \
     tests/integration/test_replay.py \
     tests/integration/test_observe.py \
-    tests/integration/test_bad_cluster.py
+    tests/integration/test_bad_cluster.py \
+    tests/integration/test_topics_up_front.py
 .venv/bin/pytest -q tests/integration/test_kafka_faults.py
