@@ -669,40 +669,6 @@ class Frontier:
         item = self.queue.get(key)
         return item is None or item.get("url") == url
 
-    def accounts_for_fetch(self, url: str, dispatched_at: float = 0.0) -> bool:
-        """Whether the host's state accounts for `url` dispatched (the URL registry's
-        ``fetching`` state, which names no slot): the host is busy with it, it is back
-        at the head of one of its tiers (an adoption whose grace ran out puts it
-        there), or its page, fetched at or after `dispatched_at`, is stored.
-
-        False means the dispatch was lost while the registry kept it: a worker
-        SIGKILLed right after a message that queued a URL and dispatched it at once
-        (local dispatch) can leave the registry's record on the broker, or on the local
-        RocksDB the restarted worker reopens, and lose the host state's, which comes
-        back older, not busy, its tail before the URL's slot. The frontier message
-        that queued the URL is read again (its offset was never committed) and must
-        queue it again: dropped as known, it was never fetched (the 3-node fault test
-        lost pages so, each fetched once, its page never on the broker).
-        """
-        authority = authority_of(url)
-        state = self._get(authority)
-        if state is None or "tails" not in state:
-            return False
-        inflight = state.get("inflight") or {}
-        if state.get("busy") and inflight.get("url") == url:
-            return True
-        for tier in range(TIERS):
-            head = int(state["heads"][tier])
-            if head >= int(state["tails"][tier]):
-                continue
-            key = queue_key(authority, tier, head)
-            entry = self._lazy.get(key)
-            item = entry[0] if entry is not None else self.queue.get(key)
-            if item is not None and item.get("url") == url:
-                return True
-        stored_since = self._stored_since
-        return stored_since is not None and stored_since(url, dispatched_at)
-
     def complete(
         self,
         host: str,

@@ -77,10 +77,7 @@ def handle(
     A ``queued`` state the frontier's own tables no longer account for
     (`Frontier.accounts_for`: the host state came back from its changelog older than
     the registry and the queue, after the whole cluster went away) is not trusted:
-    that URL is queued again, or it would never be fetched. Nor is a ``fetching``
-    state whose host is not busy with the URL, has it at no tier's head and has not
-    stored its page (`Frontier.accounts_for_fetch`: a worker SIGKILLed right after
-    queuing and dispatching it lost the host state's record).
+    that URL is queued again, or it would never be fetched.
     """
     if not frontier.knows_partition(partition):
         frontier.adopt(partition, host_states, stored_since)
@@ -183,9 +180,7 @@ def _without_known(
 
     A ``queued`` state names its slot; when the `frontier` does not account for the
     URL there (`Frontier.accounts_for`), the enqueue it records was lost and the
-    candidate is kept: it is queued again, once. A ``fetching`` state the frontier
-    does not account for (`Frontier.accounts_for_fetch`) was lost with its dispatch:
-    kept too."""
+    candidate is kept: it is queued again, once."""
     checked = [c["url"] for c in candidates if _checked(c)]
     states = registry.states(checked) if registry is not None and checked else {}
     known = {url for url, state in states.items() if state and "s" in state}
@@ -194,9 +189,8 @@ def _without_known(
         if lost:
             known.difference_update(lost)
             log.info(
-                "frontier: %d URLs queued or fetching in the registry but neither in the "
-                "queue nor in flight (their host state came back older): queued again "
-                "(e.g. %s)",
+                "frontier: %d URLs queued in the registry but not in the queue (their "
+                "host state came back older): queued again (e.g. %s)",
                 len(lost),
                 lost[0][:200],
             )
@@ -216,14 +210,8 @@ def _without_known(
 
 def _enqueue_lost(frontier: Frontier, url: str, state: Mapping[str, Any] | None) -> bool:
     """Whether a URL the registry holds as queued in a slot is not in that slot as far
-    as the frontier's tables go (see `Frontier.accounts_for`), or holds as dispatched
-    is neither in flight, back in its queue nor stored (`Frontier.accounts_for_fetch`):
-    either way the host state that knew of it was lost."""
-    if not state:
-        return False
-    if state.get("s") == "fetching":
-        return not frontier.accounts_for_fetch(url, float(state.get("at") or 0.0))
-    if state.get("s") != "queued" or "q" not in state or "tier" not in state:
+    as the frontier's tables go (see `Frontier.accounts_for`)."""
+    if not state or state.get("s") != "queued" or "q" not in state or "tier" not in state:
         return False
     return not frontier.accounts_for(url, int(state["tier"]), int(state["q"]))
 
