@@ -98,6 +98,24 @@ def _await_visible(admin: AdminClient, names: list[str], timeout: float) -> None
         time.sleep(0.1)  # polling the cluster's metadata, bounded by the deadline
 
 
+def _create(admin: AdminClient, missing: list[NewTopic], timeout: float) -> list[str]:
+    """Create `missing` (another worker may be creating them too) and wait until the
+    cluster lists them; returns the names this call created."""
+    if not missing:
+        return []
+    futures = admin.create_topics(missing, operation_timeout=timeout, request_timeout=timeout)
+    created = []
+    for name, future in futures.items():
+        try:
+            future.result(timeout=timeout)
+            created.append(name)
+        except Exception as exc:
+            if "TOPIC_ALREADY_EXISTS" not in str(exc):
+                raise
+    _await_visible(admin, [topic.topic for topic in missing], timeout)
+    return created
+
+
 def ensure_topics(settings: Settings, timeout: float = 20.0) -> list[str]:
     """Create missing topics; returns the names created. Raises on a partition mismatch."""
     admin = AdminClient({"bootstrap.servers": settings.bootstrap})
@@ -121,19 +139,7 @@ def ensure_topics(settings: Settings, timeout: float = 20.0) -> list[str]:
         for name, count in wanted.items()
         if name not in metadata.topics or metadata.topics[name].error is not None
     ]
-    if not missing:
-        return []
-    futures = admin.create_topics(missing, operation_timeout=timeout, request_timeout=timeout)
-    created = []
-    for name, future in futures.items():
-        try:
-            future.result(timeout=timeout)
-            created.append(name)
-        except Exception as exc:
-            if "TOPIC_ALREADY_EXISTS" not in str(exc):
-                raise
-    _await_visible(admin, [topic.topic for topic in missing], timeout)
-    return created
+    return _create(admin, missing, timeout)
 
 
 def ensure_changelogs(
@@ -161,19 +167,7 @@ def ensure_changelogs(
         for name, count in topics.items()
         if name not in existing or existing[name].error is not None
     ]
-    if not missing:
-        return []
-    futures = admin.create_topics(missing, operation_timeout=timeout, request_timeout=timeout)
-    created = []
-    for name, future in futures.items():
-        try:
-            future.result(timeout=timeout)
-            created.append(name)
-        except Exception as exc:
-            if "TOPIC_ALREADY_EXISTS" not in str(exc):
-                raise
-    _await_visible(admin, [topic.topic for topic in missing], timeout)
-    return created
+    return _create(admin, missing, timeout)
 
 
 #: Where Faust's rocksdb store records the changelog offset a table partition has seen.
