@@ -49,7 +49,7 @@ from streams.kafka_tuning import (
     verify_highwaters,
 )
 from streams.multiworker import write_status
-from streams.producer import hook_into_commits
+from streams.producer import Deliveries, hook_into_commits
 from streams.quiet_monitor import QuietMonitor
 from streams.registry_table import RegistryTable
 from streams.resume import CLEAN_MARK, clear_marks
@@ -550,20 +550,28 @@ def create_app(settings: Settings) -> SeineApp:
                 completion["elapsed_ms"],
             )
         dispatched: list[dict[str, Any]] | None = [] if settings.local_dispatch else None
-        frontier.handle(
-            partition,
-            event,
-            the_frontier,
-            hosts_table.items(),
-            out,
-            done_table,
-            revisits,
-            revisits_table.items() if settings.recrawl else (),
-            dispatch=seine.dispatching,
-            registry=seen_table,
-            stored_since=store.fetched_since,
-            dispatched=dispatched,
-        )
+        written = Deliveries()
+        with ctx.producer.track_changelogs(written):
+            frontier.handle(
+                partition,
+                event,
+                the_frontier,
+                hosts_table.items(),
+                out,
+                done_table,
+                revisits,
+                revisits_table.items() if settings.recrawl else (),
+                dispatch=seine.dispatching,
+                registry=seen_table,
+                stored_since=store.fetched_since,
+                dispatched=dispatched,
+            )
+        if dispatched:
+            # A request starts only once the table writes naming its dispatch are on
+            # the broker: a kill then leaves a successor whose tables know of every
+            # request the web saw, and it redoes at most the one in flight per host,
+            # not the fetches whose record was still lingering in the producer.
+            await ctx.producer.wait(written)
         for request in dispatched or ():
             # started here at once, or sent through the fetch topic
             if app.rebalancing or not await fetch_stage.start_dispatched(partition, request):

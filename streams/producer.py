@@ -30,10 +30,11 @@ then, and may wait to travel with its neighbours.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
@@ -122,6 +123,8 @@ class StageProducer:
         self.last_error: str | None = None
         #: Failed deliveries not yet reported by `flush` (they stop the next commit).
         self._unreported_failures = 0
+        #: Where changelog records are counted while set (`track_changelogs`).
+        self._tracked_changelogs: Deliveries | None = None
 
     def _on_error(self, error: KafkaError) -> None:
         if error.code() == KafkaError._ALL_BROKERS_DOWN and self.brokers_down_since is None:
@@ -200,7 +203,8 @@ class StageProducer:
         if given (tables pass none: a closure and a Python callback per record cost
         more than the record's produce, and no one reads the offsets)."""
         producer = self._changelogs or self._producer
-        if delivered is None:
+        tracked = self._tracked_changelogs
+        if delivered is None and tracked is None:
             try:  # ~14 records a page: the common case in as few steps as it takes
                 producer.produce(topic, value, key, partition=partition, on_delivery=self._report)
                 return
@@ -216,12 +220,31 @@ class StageProducer:
                 else:
                     report(message.partition() or 0, message.offset() or 0)
 
+        if tracked is not None:
+            tracked.expect()
+            base = on_delivery
+
+            def on_delivery(error: KafkaError | None, message: Message) -> None:
+                base(error, message)
+                tracked.settle(error is not None)
+
         while True:
             try:
                 producer.produce(topic, value, key, partition=partition, on_delivery=on_delivery)
                 return
             except BufferError:
                 producer.poll(0.05)
+
+    @contextlib.contextmanager
+    def track_changelogs(self, awaited: Deliveries) -> Iterator[None]:
+        """Count in `awaited` every changelog record produced meanwhile, so that
+        :meth:`wait` can wait for exactly those (the frontier's writes of a dispatch,
+        acknowledged before its request starts: ``SeineApp`` local dispatch)."""
+        self._tracked_changelogs = awaited
+        try:
+            yield
+        finally:
+            self._tracked_changelogs = None
 
     def _all(self) -> list[Producer]:
         return [p for p in (self._producer, self._changelogs) if p is not None]
@@ -271,11 +294,13 @@ class StageProducer:
 
         Raises :class:`DeliveryFailed` as :meth:`flush` does."""
         if awaited.waiting > 0:
-            producer = self._producer
+            producer, changelogs = self._producer, self._changelogs
 
             def serve() -> None:
                 deadline = time.monotonic() + timeout
                 while awaited.waiting > 0 and time.monotonic() < deadline:
+                    if changelogs is not None:
+                        changelogs.flush(0)  # its long linger would hold tracked records
                     producer.poll(0.005)  # serves delivery reports, returns on the first
 
             await asyncio.get_running_loop().run_in_executor(None, serve)

@@ -83,8 +83,10 @@ class FetchStage:
         frontier), and one request in flight per host makes that cycle the crawl's
         pace. Only a request this returns False for goes to the fetch topic (the way
         when another worker holds the partition). Nothing is lost by not sending the
-        others: after a kill, the successor's frontier re-dispatches the fetches the
-        tables say were in flight, and would skip an older request's message anyway.
+        others: the caller starts a request only once the frontier's table records
+        naming its dispatch are acknowledged, so after a kill the successor's tables
+        know of every request that started, its frontier re-dispatches the one each
+        host had in flight, and it would skip an older request's message anyway.
 
         Called while the frontier's event is current: the revisit record read here is
         in the same partition. Starts nothing (False) when the partition is not held

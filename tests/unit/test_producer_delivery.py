@@ -106,3 +106,25 @@ def test_waiting_for_nothing_does_not_wait_for_what_others_queued() -> None:
         assert producer.pending() >= 1  # still queued: not waited for
     finally:
         producer._producer = None  # type: ignore[assignment]
+
+
+@pytest.mark.parametrize("changelog_linger_ms", [None, 200])
+def test_tracked_changelog_records_are_waited_for(changelog_linger_ms: float | None) -> None:
+    """The frontier's table writes of a dispatch are counted (`track_changelogs`) and
+    its request starts only after `wait` saw them acknowledged: here they fail, so the
+    wait reports it, whichever producer (and linger) carries the changelogs. Records
+    produced after the tracking ended are not counted."""
+    producer = _failing_producer(changelog_linger_ms=changelog_linger_ms)
+    try:
+        written = Deliveries()
+        with producer.track_changelogs(written):
+            producer.produce_changelog("seine-hosts-changelog", b"host", b"busy", 0)
+            producer.produce_changelog("seine-queue-changelog", b"slot", None, 1)
+        producer.produce_changelog("seine-hosts-changelog", b"other", b"idle", 0)
+        assert written.waiting == 2
+        with pytest.raises(DeliveryFailed):
+            asyncio.run(producer.wait(written, timeout=20.0))
+        assert (written.waiting, written.failed) == (0, 2)
+    finally:
+        producer._producer = None  # type: ignore[assignment]
+        producer._changelogs = None
