@@ -184,6 +184,9 @@ class Dispatch:
     kind: str  # "page" or "robots"
     depth: int
     dispatched_at: float
+    #: The queue slot (tier, sequence) the page was served from (None: robots.txt, or
+    #: a lease's re-dispatch): the URL registry keeps it (`Frontier.accounts_for`).
+    slot: tuple[int, int] | None = None
 
 
 @dataclass
@@ -638,11 +641,12 @@ class Frontier:
 
     def accounts_for(self, url: str, tier: int, seq: int) -> bool:
         """Whether the host's queue, as this frontier serves it, accounts for `url`
-        queued in slot (tier, seq) (what the URL registry's ``queued`` state names):
-        the host state knows that enqueue (the slot is below its tier's tail) and the
-        slot does not hold another URL's item. A slot its head has passed was served;
-        an empty one is a hole a move left (a lazy move lost with a restart leaves the
-        item at its old key, where it is served).
+        queued in slot (tier, seq) (what the URL registry's ``queued`` state names, and
+        its ``fetching`` state, the slot it was served from): the host state knows that
+        enqueue (the slot is below its tier's tail) and the slot does not hold another
+        URL's item. A slot its head has passed was served; an empty one is a hole a
+        move left (a lazy move lost with a restart leaves the item at its old key,
+        where it is served).
 
         False means the enqueue was lost while the registry kept it: after the whole
         cluster went away, recovery replays each table's changelog over the local
@@ -658,9 +662,13 @@ class Frontier:
             return False
         if seq >= int(state["tails"][tier]):
             return False  # the host state never heard of that enqueue
-        if seq < int(state["heads"][tier]):
-            return True  # served (dispatched, decided or skipped) already
         key = queue_key(authority, tier, seq)
+        if seq < int(state["heads"][tier]):
+            # served (dispatched, decided or skipped) already; but a dispatched item
+            # stays until its fetch ends, and one of another URL there took the slot
+            # after the host state came back older
+            item = self.queue.get(key)
+            return item is None or item.get("url") == url
         entry = self._lazy.get(key)
         if entry is not None:
             return entry[0].get("url") == url
@@ -908,10 +916,13 @@ class Frontier:
         self._count(authority, 1)
         return key
 
-    def _pop_next(self, authority: str, state: HostState) -> tuple[QueueItem | None, str]:
-        """The host's next URL, from the tier smooth weighted round robin picks, and the
-        queue key where its item lies still: the item is left in ``queue`` (see
-        `_mark_busy`), the caller deletes it (`_unqueue`) unless it dispatches it.
+    def _pop_next(
+        self, authority: str, state: HostState
+    ) -> tuple[QueueItem | None, str, tuple[int, int]]:
+        """The host's next URL, from the tier smooth weighted round robin picks, the
+        queue key where its item lies still, and the slot (tier, sequence) its head
+        passed: the item is left in ``queue`` (see `_mark_busy`), the caller deletes
+        it (`_unqueue`) unless it dispatches it.
 
         Each non-empty tier earns its weight; the richest is served and pays the sum
         of the weights in play. Over any run the tiers are served in proportion to
@@ -928,13 +939,13 @@ class Frontier:
             else:
                 credit[tier] = 0  # an empty tier neither saves up nor owes
         if best < 0:
-            return None, ""
+            return None, "", (0, 0)
         credit[best] -= total
         seq = int(heads[best])
         heads[best] = seq + 1
         self._count(authority, -1)
-        key = queue_key(authority, best, seq)
-        return self._take(key, keep=True)
+        item, key = self._take(queue_key(authority, best, seq), keep=True)
+        return item, key, (best, seq)
 
     def _take(self, key: str, keep: bool = False) -> tuple[QueueItem | None, str]:
         """Pop a queue item; a hole this frontier made is skipped without a read.
@@ -1155,7 +1166,7 @@ class Frontier:
             if over is not None and over[0] == "host-budget":
                 decisions.extend(self._drain(authority, state, *over))
                 break
-            item, key = self._pop_next(authority, state)
+            item, key, slot = self._pop_next(authority, state)
             if item is None:
                 continue
             if rules is not None and not rules.allowed(item["url"], self.policy.user_agent):
@@ -1174,6 +1185,6 @@ class Frontier:
             state["pages"] = int(state.get("pages", 0)) + 1
             self._mark_busy(authority, state, now, item, key)
             kind = item.get("kind", "page")  # hook (sitemaps)
-            return Dispatch(item["url"], authority, kind, int(item["depth"]), now)
+            return Dispatch(item["url"], authority, kind, int(item["depth"]), now, slot)
         self._put(authority, state)
         return None

@@ -105,9 +105,15 @@ class StateUpdates:
         self._set(url, state)
 
     def dispatched(self, dispatch: Dispatch) -> None:
-        """The URL left its queue for the fetcher (robots.txt fetches are not registered)."""
-        if dispatch.kind != "robots":
-            self._set(dispatch.url, {"s": "fetching", "at": round(dispatch.dispatched_at, 3)})
+        """The URL left its queue for the fetcher (robots.txt fetches are not registered),
+        from the slot (tier, sequence) it keeps: `Frontier.accounts_for` checks that
+        the host state heard of the dispatch when the message is read again."""
+        if dispatch.kind == "robots":
+            return
+        state: dict[str, Any] = {"s": "fetching", "at": round(dispatch.dispatched_at, 3)}
+        if dispatch.slot is not None:
+            state["tier"], state["q"] = dispatch.slot
+        self._set(dispatch.url, state)
 
     def completed(self, completion: dict[str, Any]) -> None:
         """A fetch came back: ``fetched`` with the HTTP status when the server answered

@@ -77,7 +77,9 @@ def handle(
     A ``queued`` state the frontier's own tables no longer account for
     (`Frontier.accounts_for`: the host state came back from its changelog older than
     the registry and the queue, after the whole cluster went away) is not trusted:
-    that URL is queued again, or it would never be fetched.
+    that URL is queued again, or it would never be fetched. So is a ``fetching``
+    state whose slot the host state's head never passed (the dispatch's record was
+    lost at a kill, before its request started).
     """
     if not frontier.knows_partition(partition):
         frontier.adopt(partition, host_states, stored_since)
@@ -189,8 +191,8 @@ def _without_known(
         if lost:
             known.difference_update(lost)
             log.info(
-                "frontier: %d URLs queued in the registry but not in the queue (their "
-                "host state came back older): queued again (e.g. %s)",
+                "frontier: %d URLs queued or dispatched in the registry but not in the queue "
+                "(their host state came back older): queued again (e.g. %s)",
                 len(lost),
                 lost[0][:200],
             )
@@ -209,9 +211,17 @@ def _without_known(
 
 
 def _enqueue_lost(frontier: Frontier, url: str, state: Mapping[str, Any] | None) -> bool:
-    """Whether a URL the registry holds as queued in a slot is not in that slot as far
-    as the frontier's tables go (see `Frontier.accounts_for`)."""
-    if not state or state.get("s") != "queued" or "q" not in state or "tier" not in state:
+    """Whether a URL the registry holds as queued in a slot, or as dispatched from
+    it, is not in that slot as far as the frontier's tables go and was not served
+    from it (see `Frontier.accounts_for`).
+
+    A lost dispatch had no fetch: a dispatched request starts only once the table
+    records naming it are acknowledged (`SeineApp`'s frontier step), so a kill that
+    keeps the registry's ``fetching`` and loses the host state's record stopped it
+    before its request; queued again, it is fetched once."""
+    if not state or state.get("s") not in ("queued", "fetching"):
+        return False
+    if "q" not in state or "tier" not in state:
         return False
     return not frontier.accounts_for(url, int(state["tier"]), int(state["q"]))
 

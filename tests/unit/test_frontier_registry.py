@@ -430,6 +430,100 @@ def _one_page_fetched(crawl: Crawl, url: str) -> None:
 
 
 @pytest.mark.parametrize("overwritten_first", [False, True])
+def test_a_url_whose_dispatch_the_host_state_lost_is_queued_again(
+    tmp_path: Path, overwritten_first: bool
+) -> None:
+    """A worker is SIGKILLed right after a message that queued a URL of a due host and
+    dispatched it at once (local dispatch: the registry says ``fetching``, with the
+    slot it was served from). The registry's record reached the broker, the host
+    state's did not, so no request started (a dispatch's request waits for its table
+    records). The host comes back older, its tail before the URL's slot, and the
+    message is read again by the new owner: the URL must be queued again, not dropped
+    as known, whether or not another URL took its slot first. Every page is fetched."""
+    crawl = Crawl(tmp_path / "reg", Politeness(delay=10.0))
+    one, lost, new = "http://a.test/1", "http://a.test/lost", "http://a.test/new"
+    crawl.register(one, lost, new)
+    _one_page_fetched(crawl, one)
+    delivered = {host: dict(state) for host, state in crawl.frontier.hosts.items()}
+    crawl.clock.now += 60.0  # the host is due: the URL is dispatched as it is queued
+    (request,) = crawl.handle([lost])
+    assert request["url"] == lost
+    assert crawl.state(lost)["s"] == "fetching" and "q" in crawl.state(lost)
+    # the restart: hosts as their changelog had them, queue and registry as on disk
+    crawl.out.fetches.clear()  # that request never started
+    crawl.frontier = Frontier(
+        delivered, crawl.frontier.queue, Politeness(), lambda _: 0, crawl.clock
+    )
+    if overwritten_first:
+        requests = crawl.handle([new])  # a new URL of the host lands in the lost slot
+        requests += crawl.handle([lost])  # the message that queued it, read again
+    else:
+        requests = crawl.handle([lost])
+        requests += crawl.handle([new])
+    _fetch_to_the_end(crawl, requests)
+    pages = [r["url"] for r in crawl.out.fetches if r["kind"] == "page"]
+    assert sorted(pages) == sorted([lost, new])
+    assert crawl.state(lost)["s"] == crawl.state(new)["s"] == "fetched"
+
+
+def test_a_fetch_whose_completion_the_registry_lost_is_not_queued_again(
+    tmp_path: Path,
+) -> None:
+    """The host state heard of a dispatch and of its fetch's end, but the registry's
+    record of that end was lost at a kill (it says ``fetching`` still). The message
+    that queued the URL, read again, must not queue it: its page went down the
+    pipeline already, and a second fetch would store it twice."""
+    crawl = Crawl(tmp_path / "reg", Politeness(delay=10.0))
+    one, page = "http://a.test/1", "http://a.test/page"
+    crawl.register(one, page)
+    _one_page_fetched(crawl, one)
+    crawl.clock.now += 60.0
+    (request,) = crawl.handle([page])
+    dispatched = crawl.state(page)
+    assert dispatched["s"] == "fetching"
+    _fetch_to_the_end(crawl, [request])
+    crawl.registry.set_states({page: dispatched})  # the completion's record lost
+    crawl.frontier = Frontier(
+        crawl.frontier.hosts, crawl.frontier.queue, Politeness(), lambda _: 0, crawl.clock
+    )
+    requests = crawl.handle([page])
+    _fetch_to_the_end(crawl, requests)
+    pages = [r["url"] for r in crawl.out.fetches if r["kind"] == "page"]
+    assert pages == [one, page]
+
+
+def test_a_url_in_flight_at_a_restart_is_not_queued_twice(tmp_path: Path) -> None:
+    """The same message read again where the host state did reach the broker (the
+    host is busy with that URL) or where an adoption put the fetch back at the head of
+    its queue: the URL is accounted for, and fetched once more only by the adoption."""
+    crawl = Crawl(tmp_path / "reg", Politeness(delay=10.0, adopt_grace=3.0))
+    one, inflight = "http://a.test/1", "http://a.test/inflight"
+    crawl.register(one, inflight)
+    _one_page_fetched(crawl, one)
+    crawl.clock.now += 60.0
+    (request,) = crawl.handle([inflight])
+    assert request["url"] == inflight
+    crawl.frontier = Frontier(
+        crawl.frontier.hosts,
+        crawl.frontier.queue,
+        Politeness(adopt_grace=3.0),
+        lambda _: 0,
+        crawl.clock,
+    )
+    assert crawl.handle([inflight]) == []  # busy with it: adopted, not queued again
+    crawl.clock.now += 5.0  # the grace runs out: the adoption does the fetch again
+    (again,) = crawl.handle()
+    assert again["url"] == inflight
+    crawl.frontier = Frontier(
+        crawl.frontier.hosts, crawl.frontier.queue, Politeness(), lambda _: 0, crawl.clock
+    )
+    assert crawl.handle([inflight]) == []  # read once more after another restart
+    _fetch_to_the_end(crawl, [again])
+    pages = [r["url"] for r in crawl.out.fetches if r["kind"] == "page"]
+    assert pages == [one, inflight, inflight]
+
+
+@pytest.mark.parametrize("overwritten_first", [False, True])
 def test_a_url_whose_enqueue_the_host_state_lost_is_queued_again(
     tmp_path: Path, overwritten_first: bool
 ) -> None:
