@@ -35,8 +35,10 @@ def test_a_known_gap_of_absent_offsets_counts_as_handled() -> None:
     assert commit_allowed(first_pending_offset([10, 11], [7]), 7, None)
 
 
-def test_head_unknown_falls_back_to_faust() -> None:
-    assert commit_allowed(first_pending_offset([3, 4], []), None, None)
+def test_nothing_known_yet_holds_the_commit() -> None:
+    """Just assigned: Faust's seek has not read the partition's commit yet, and the
+    offsets acknowledged meanwhile may start past records this worker never got."""
+    assert not commit_allowed(first_pending_offset([45, 46, 47], []), None, None)
 
 
 def test_the_guard_is_installed_once_and_wraps_faust() -> None:
@@ -82,3 +84,5 @@ def test_faust_new_offset_with_the_guard() -> None:
     assert Consumer._new_offset(_consumer_state([0, 1, 2], None, 0), tp) == 3  # type: ignore[arg-type]
     assert Consumer._new_offset(_consumer_state([8, 9], 7, None), tp) is None  # type: ignore[arg-type]
     assert Consumer._new_offset(_consumer_state([7, 8, 10], 7, None), tp) == 9  # type: ignore[arg-type]
+    # just assigned, the commit not read yet: Faust alone would commit 48 over 32-44
+    assert Consumer._new_offset(_consumer_state([45, 46, 47], None, None), tp) is None  # type: ignore[arg-type]
