@@ -166,14 +166,13 @@ def worker_env(
     return env
 
 
-def run_workers(settings: Settings, seeds: list[str], workers: int, until_idle: bool) -> int:
-    """Start the workers, push the seeds, wait for idle (or a signal), stop the workers."""
-    from confluent_kafka import Producer
-
-    from streams.admin import ensure_topics
+def start_workers(
+    settings: Settings, workers: int
+) -> tuple[list[subprocess.Popen[bytes]], list[Path]]:
+    """Start `workers` worker processes, each in its own directory (log, fresh status
+    file); returns the processes and the paths of their status files."""
     from streams.broker import die_with_parent
 
-    ensure_topics(settings)
     procs: list[subprocess.Popen[bytes]] = []
     status_paths: list[Path] = []
     base_env = {**os.environ, **settings_env(settings)}
@@ -194,26 +193,85 @@ def run_workers(settings: Settings, seeds: list[str], workers: int, until_idle: 
                 preexec_fn=die_with_parent(signal.SIGTERM),
             )
         )
-    stopping = False
-    seeded = False
+    return procs, status_paths
 
-    #: (topic, partition) -> offset after the last seed delivered there
-    seeds_upto: dict[tuple[str, int], int] = {}
+
+def push_seeds(
+    settings: Settings, seeds: list[str], seeds_upto: dict[tuple[str, int], int]
+) -> None:
+    """Produce the seeds to their partitions of the seeds topic; `seeds_upto` gets, per
+    (topic, partition), the offset after the last seed delivered there."""
+    from confluent_kafka import Producer
 
     def seed_delivered(error: Any, message: Any) -> None:
         if error is None:
             key = (message.topic(), message.partition())
             seeds_upto[key] = max(seeds_upto.get(key, 0), message.offset() + 1)
 
-    def push_seeds() -> None:
-        producer = Producer({"bootstrap.servers": settings.bootstrap})
-        topic = topology.topic_name(settings.app_id, topology.SEEDS)
-        for url in seeds:
-            partition = topology.url_partition(url, settings.partitions)
-            producer.produce(
-                topic, url.encode("utf-8"), partition=partition, on_delivery=seed_delivered
-            )
-        producer.flush(30)
+    producer = Producer({"bootstrap.servers": settings.bootstrap})
+    topic = topology.topic_name(settings.app_id, topology.SEEDS)
+    for url in seeds:
+        partition = topology.url_partition(url, settings.partitions)
+        producer.produce(
+            topic, url.encode("utf-8"), partition=partition, on_delivery=seed_delivered
+        )
+    producer.flush(30)
+
+
+def stop_workers(procs: list[subprocess.Popen[bytes]]) -> None:
+    """SIGTERM every worker still running; SIGKILL one not gone within a minute."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    for proc in procs:
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def report_crawl(
+    settings: Settings, status_paths: list[Path], workers: int, elapsed: float
+) -> tuple[int, int, int]:
+    """Print the crawl's summary from the workers' last status files; returns the
+    pages fetched, the errors and the dead letters."""
+    final: list[dict[str, Any]] = []
+    for path in status_paths:
+        last = read_status(path)
+        if last is not None:
+            final.append(last)
+    outcomes: Counter[str] = Counter()
+    for s in final:
+        outcomes.update(s["outcomes"])
+    fetched = outcomes.get("fetched", 0)
+    errors = sum(outcomes.get(k, 0) for k in ERROR_OUTCOMES)
+    print(
+        f"seine: {sum(s['pages_stored'] for s in final)} pages stored, {fetched} fetched in "
+        f"{elapsed:.1f}s ({fetched / max(elapsed, 1e-6):.0f} pages/s) by {workers} workers, "
+        f"{outcomes.get('duplicate', 0)} duplicates, "
+        f"{outcomes.get('near-duplicate', 0)} near-duplicates, "
+        f"{outcomes.get('robots-disallowed', 0)} disallowed by robots, "
+        f"{errors} errors, "
+        f"{sum(s['dead_letters'] for s in final)} dead letters, "
+        f"{sum(s.get('handoff_misses', 0) for s in final)} hand-off misses (fetched again); "
+        f"data in {settings.data_dir}",
+        flush=True,
+    )
+    return fetched, errors, sum(s["dead_letters"] for s in final)
+
+
+def run_workers(settings: Settings, seeds: list[str], workers: int, until_idle: bool) -> int:
+    """Start the workers, push the seeds, wait for idle (or a signal), stop the workers."""
+    from streams.admin import ensure_topics
+
+    ensure_topics(settings)
+    procs, status_paths = start_workers(settings, workers)
+    stopping = False
+    seeded = False
+
+    #: (topic, partition) -> offset after the last seed delivered there
+    seeds_upto: dict[tuple[str, int], int] = {}
 
     def stop(*_: Any) -> None:
         nonlocal stopping
@@ -240,7 +298,7 @@ def run_workers(settings: Settings, seeds: list[str], workers: int, until_idle: 
                 # Seed only once every worker holds partitions: a rebalance moving
                 # hosts while fetches are in flight is exactly what we avoid here.
                 if all(s["assigned"] > 0 and not s["rebalancing"] for s in ready):
-                    push_seeds()
+                    push_seeds(settings, seeds, seeds_upto)
                     seeded = True
                     started = time.time()
                 continue
@@ -265,39 +323,10 @@ def run_workers(settings: Settings, seeds: list[str], workers: int, until_idle: 
             progress.close()
         signal.signal(signal.SIGINT, previous[0])
         signal.signal(signal.SIGTERM, previous[1])
-        for proc in procs:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in procs:
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-    final: list[dict[str, Any]] = []
-    for path in status_paths:
-        last = read_status(path)
-        if last is not None:
-            final.append(last)
+        stop_workers(procs)
     elapsed = time.time() - started
-    outcomes: Counter[str] = Counter()
-    for s in final:
-        outcomes.update(s["outcomes"])
-    fetched = outcomes.get("fetched", 0)
-    errors = sum(outcomes.get(k, 0) for k in ERROR_OUTCOMES)
-    print(
-        f"seine: {sum(s['pages_stored'] for s in final)} pages stored, {fetched} fetched in "
-        f"{elapsed:.1f}s ({fetched / max(elapsed, 1e-6):.0f} pages/s) by {workers} workers, "
-        f"{outcomes.get('duplicate', 0)} duplicates, "
-        f"{outcomes.get('near-duplicate', 0)} near-duplicates, "
-        f"{outcomes.get('robots-disallowed', 0)} disallowed by robots, "
-        f"{errors} errors, "
-        f"{sum(s['dead_letters'] for s in final)} dead letters, "
-        f"{sum(s.get('handoff_misses', 0) for s in final)} hand-off misses (fetched again); "
-        f"data in {settings.data_dir}",
-        flush=True,
-    )
-    failure = nothing_fetched_failure(fetched, errors, sum(s["dead_letters"] for s in final))
+    fetched, errors, dead_letters = report_crawl(settings, status_paths, workers, elapsed)
+    failure = nothing_fetched_failure(fetched, errors, dead_letters)
     if until_idle and code == 0 and failure:
         print(f"seine: crawl failed: {failure}", file=sys.stderr, flush=True)
         return EXIT_NOTHING_FETCHED

@@ -18,6 +18,15 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 def _crawl_flags(parser: argparse.ArgumentParser, *, bootstrap_required: bool = False) -> None:
     _common(parser)
+    _cluster_flags(parser, bootstrap_required=bootstrap_required)
+    _pace_flags(parser)
+    _limit_flags(parser)
+    _recrawl_flags(parser)
+    _web_flags(parser)
+
+
+def _cluster_flags(parser: argparse.ArgumentParser, *, bootstrap_required: bool) -> None:
+    """The broker to use (or start), and how topics are partitioned and replicated."""
     parser.add_argument(
         "--bootstrap",
         required=bootstrap_required,
@@ -44,6 +53,10 @@ def _crawl_flags(parser: argparse.ArgumentParser, *, bootstrap_required: bool = 
         type=int,
         help="replicas that must have a write before it counts (default: min(2, replicas))",
     )
+
+
+def _pace_flags(parser: argparse.ArgumentParser) -> None:
+    """How long to wait between two requests to one host."""
     parser.add_argument("--delay", type=float, help="seconds between two requests to one host")
     parser.add_argument(
         "--max-crawl-delay",
@@ -57,6 +70,10 @@ def _crawl_flags(parser: argparse.ArgumentParser, *, bootstrap_required: bool = 
         type=float,
         help="also wait K x the host's last response time between requests (default 0: off)",
     )
+
+
+def _limit_flags(parser: argparse.ArgumentParser) -> None:
+    """How far the crawl goes, and where it may connect."""
     parser.add_argument("--max-pages", dest="max_pages", type=int, help="stop after N pages")
     parser.add_argument("--max-depth", dest="max_depth", type=int, help="link depth limit")
     parser.add_argument(
@@ -92,6 +109,10 @@ def _crawl_flags(parser: argparse.ArgumentParser, *, bootstrap_required: bool = 
         metavar="HOST=ADDR[:PORT]",
         help="resolve HOST to ADDR (and PORT), like curl --resolve",
     )
+
+
+def _recrawl_flags(parser: argparse.ArgumentParser) -> None:
+    """Refetching on a revisit schedule, and following sitemaps."""
     parser.add_argument(
         "--recrawl",
         action="store_const",
@@ -133,6 +154,10 @@ def _crawl_flags(parser: argparse.ArgumentParser, *, bootstrap_required: bool = 
         const=True,
         help="also try /sitemap.xml on hosts whose robots.txt names no sitemap",
     )
+
+
+def _web_flags(parser: argparse.ArgumentParser) -> None:
+    """The crawler's User-Agent, and the ports of the worker's web servers."""
     parser.add_argument("--user-agent", dest="user_agent")
     parser.add_argument(
         "--web-port", dest="web_port", type=int, help="serve the web API on this localhost port"
@@ -151,7 +176,15 @@ def build_parser() -> argparse.ArgumentParser:
         prog="seine", description="Seine: a web crawler built as a stream pipeline on Kafka."
     )
     sub = parser.add_subparsers(dest="command", required=True)
+    _crawl_commands(sub)
+    _store_commands(sub)
+    _topic_commands(sub)
+    _local_commands(sub)
+    return parser
 
+
+def _crawl_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """crawl, worker and seed: run a crawl, join one, feed one."""
     crawl = sub.add_parser("crawl", help="crawl from seed URLs (embedded broker by default)")
     crawl.add_argument("urls", nargs="*", help="seed URLs")
     crawl.add_argument("--seeds-file", dest="seeds_file", help="file with one seed URL per line")
@@ -178,6 +211,9 @@ def build_parser() -> argparse.ArgumentParser:
     seed.add_argument("--priority", type=int, default=0)
     _common(seed)
 
+
+def _store_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """get, pages and export read the page store; shorten asks a worker for a short link."""
     get = sub.add_parser("get", help="write the stored body of URL to stdout")
     get.add_argument("url")
     get.add_argument("--at", type=float, help="the capture closest to this unix time")
@@ -202,6 +238,9 @@ def build_parser() -> argparse.ArgumentParser:
     shorten.add_argument("--expires-at", dest="expires_at", help="unix seconds or ISO-8601 time")
     shorten.add_argument("--web", default="http://127.0.0.1:6066", help="the worker's web URL")
 
+
+def _topic_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """status and replay: read a running crawl's topics."""
     status = sub.add_parser("status", help="summarise a running crawl from its topics")
     status.add_argument("--bootstrap", required=True, help="Kafka bootstrap HOST:PORT")
     status.add_argument("--app-id", dest="app_id", help="the crawl's app id (default: seine)")
@@ -241,6 +280,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _common(replay)
 
+
+def _local_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """broker and demo: run a local broker, or serve the demo web and crawl it."""
     broker = sub.add_parser(
         "broker", help="run a local broker in the foreground until Ctrl-C or SIGTERM"
     )
@@ -273,7 +315,6 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--pages", type=int, default=30)
     demo.add_argument("--seed", type=int, default=1)
     _crawl_flags(demo)
-    return parser
 
 
 def _settings_from(args: argparse.Namespace, **extra: Any) -> Settings:

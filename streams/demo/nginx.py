@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from streams.demo.server import bind_same_port
+from streams.demo.serving import bind_same_port
 from streams.demo.webgen import DemoWeb, WebSpec
 
 __all__ = [

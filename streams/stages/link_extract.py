@@ -35,6 +35,11 @@ from streams.store.warc import payload_digest
 log = logging.getLogger("seine.link-extract")
 
 
+#: A page to write the revisit record of: (parsed page, headers, stored capture, the
+#: URL's record as read before).
+_Visit = tuple[dict[str, Any], list[tuple[str, str]], tuple[str, float] | None, Any]
+
+
 def _headers(page: dict[str, Any]) -> list[tuple[str, str]]:
     return [(h["name"], h["value"]) for h in page["headers"]]
 
@@ -77,22 +82,12 @@ def _handle(
     #: revisit records to write once the pages are stored (a record never runs ahead
     #: of the store: a kill in between means a second copy, never a lost page)
     #: (and the URL's record as read before, when nothing else in the batch writes it)
-    visits: list[tuple[dict[str, Any], list[tuple[str, str]], tuple[str, float] | None, Any]] = []
+    visits: list[_Visit] = []
     #: captures stored by this batch (its records are written after the store)
     batch_captures: dict[str, tuple[str, float]] = {}
     emitted = 0
-    max_url = ctx.limits.max_url_bytes
     pages = batch["pages"]
-    #: URLs that come more than once in this batch: each occurrence's revisit write
-    #: changes the record the next one reads, so theirs are read afresh
-    repeated: set[str] = set()
-    if revisits is not None:
-        once: set[str] = set()
-        for parsed in pages:
-            url = parsed["page"]["url"]
-            if url in once:
-                repeated.add(url)
-            once.add(url)
+    repeated = _repeated_urls(pages) if revisits is not None else set()
     for parsed in pages:
         page = parsed["page"]
         url = page["url"]
@@ -126,77 +121,127 @@ def _handle(
         if duplicate is SAME_CAPTURE:
             pass  # this very capture is stored already: read again after a rebalance
         elif duplicate:
-            writes.append(
-                {
-                    "url": url,
-                    "original_url": duplicate["url"],
-                    "original_digest": duplicate["digest"],
-                    "original_date": duplicate["fetched_at"],
-                    "status": page["status"],
-                    "headers": headers,
-                    "fetched_at": page["fetched_at"],
-                    "ip": page["ip"],
-                }
-            )
+            writes.append(_duplicate_write(page, headers, duplicate))
             if duplicate["url"] != url and not parsed["links"]:
                 continue  # another page's copy linking where it does: its links are that page's
         else:
-            write = {
-                "url": url,
-                "status": page["status"],
-                "headers": headers,
-                "body": body,
-                "fetched_at": page["fetched_at"],
-                "ip": page["ip"],
-                "truncated": page["truncated"],
-            }
-            if stored is not None:  # the body's digest, taken by parse
-                write["payload_digest"] = stored[0]
-            if near:
-                write["near_duplicate_of"] = near["url"]
-                write["near_distance"] = near["distance"]
-                if parsed.get("simhash") is not None:
-                    write["simhash"] = to_unsigned(parsed["simhash"])
-            writes.append(write)
+            writes.append(_page_write(parsed, headers, body, stored, near))
         if parsed["nofollow"] or (near and not ctx.settings.near_dup_extract_links):
             continue
-        base = url
-        if parsed.get("base"):
-            base = resolve(url, parsed["base"]) or url
-        depth = page["depth"] + 1
-        for link in resolve_and_canonicalize(base, parsed["links"]):
-            if len(link) > max_url:
-                out.log(
-                    crawl_log_record(
-                        link[:4096],
-                        "link-extract",
-                        "filtered",
-                        reason=f"link of {len(link)} bytes is over the {max_url}-byte limit",
-                        depth=depth,
-                    )
-                )
-                continue
-            out.add(
-                topology.URL_FILTER,
-                ctx.url_partition(link),
-                {"url": link, "depth": depth, "priority": 0, "via": url},
-            )
-            emitted += 1
+        emitted += _emit_links(ctx, out, parsed)
     if writes:
         store.put_many(writes, captures=False)
         ctx.counters.pages_stored += sum(1 for w in writes if "body" in w)
     if revisits is not None:
-        for parsed, headers, stored, previous in visits:
-            page = parsed["page"]
-            revisits.fetched(
-                page["url"],
-                fingerprint=parsed["fingerprint"],
-                headers=headers,
-                depth=page["depth"],
-                stored=stored,
-                previous=previous,
-            )
+        _record_visits(revisits, visits)
     return emitted
+
+
+def _repeated_urls(pages: list[dict[str, Any]]) -> set[str]:
+    """URLs that come more than once in this batch: each occurrence's revisit write
+    changes the record the next one reads, so theirs are read afresh."""
+    repeated: set[str] = set()
+    once: set[str] = set()
+    for parsed in pages:
+        url = parsed["page"]["url"]
+        if url in once:
+            repeated.add(url)
+        once.add(url)
+    return repeated
+
+
+def _duplicate_write(
+    page: dict[str, Any], headers: list[tuple[str, str]], duplicate: dict[str, Any]
+) -> dict[str, Any]:
+    """The page store write of a duplicate: a revisit record naming the original."""
+    return {
+        "url": page["url"],
+        "original_url": duplicate["url"],
+        "original_digest": duplicate["digest"],
+        "original_date": duplicate["fetched_at"],
+        "status": page["status"],
+        "headers": headers,
+        "fetched_at": page["fetched_at"],
+        "ip": page["ip"],
+    }
+
+
+def _page_write(
+    parsed: dict[str, Any],
+    headers: list[tuple[str, str]],
+    body: bytes | None,
+    stored: tuple[str, float] | None,
+    near: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """The page store write of a page stored whole (a near-duplicate names its original)."""
+    page = parsed["page"]
+    write = {
+        "url": page["url"],
+        "status": page["status"],
+        "headers": headers,
+        "body": body,
+        "fetched_at": page["fetched_at"],
+        "ip": page["ip"],
+        "truncated": page["truncated"],
+    }
+    if stored is not None:  # the body's digest, taken by parse
+        write["payload_digest"] = stored[0]
+    if near:
+        write["near_duplicate_of"] = near["url"]
+        write["near_distance"] = near["distance"]
+        if parsed.get("simhash") is not None:
+            write["simhash"] = to_unsigned(parsed["simhash"])
+    return write
+
+
+def _emit_links(ctx: StageContext, out: Outbox, parsed: dict[str, Any]) -> int:
+    """Resolve and canonicalize the page's links and send each to url-filter in the
+    partition of its host; a link over the URL length limit is logged as filtered.
+    Returns the links emitted."""
+    page = parsed["page"]
+    url = page["url"]
+    max_url = ctx.limits.max_url_bytes
+    emitted = 0
+    base = url
+    if parsed.get("base"):
+        base = resolve(url, parsed["base"]) or url
+    depth = page["depth"] + 1
+    for link in resolve_and_canonicalize(base, parsed["links"]):
+        if len(link) > max_url:
+            out.log(
+                crawl_log_record(
+                    link[:4096],
+                    "link-extract",
+                    "filtered",
+                    reason=f"link of {len(link)} bytes is over the {max_url}-byte limit",
+                    depth=depth,
+                )
+            )
+            continue
+        out.add(
+            topology.URL_FILTER,
+            ctx.url_partition(link),
+            {"url": link, "depth": depth, "priority": 0, "via": url},
+        )
+        emitted += 1
+    return emitted
+
+
+def _record_visits(
+    revisits: RevisitSchedule,
+    visits: list[_Visit],
+) -> None:
+    """Write the revisit records of the stored pages (after the store, never before)."""
+    for parsed, headers, stored, previous in visits:
+        page = parsed["page"]
+        revisits.fetched(
+            page["url"],
+            fingerprint=parsed["fingerprint"],
+            headers=headers,
+            depth=page["depth"],
+            stored=stored,
+            previous=previous,
+        )
 
 
 #: `_stored_before`'s answer for a capture the page store holds already.

@@ -152,27 +152,15 @@ def handle(
     A URL without a host (not from url-filter) is logged and skipped.
     """
     bloom = filters.for_partition(partition, lambda: seen_keys(partition))
-    candidates: list[dict[str, Any]] = []
-    urls: list[str] = []
-    keys: list[bytes] = []
-    for candidate in batch["urls"]:
-        url = candidate["url"]
-        try:
-            keys.append(key_of(url))
-        except ValueError as exc:
-            out.log(crawl_log_record(url[:4096], "url-seen", "filtered", reason=str(exc)))
-            continue
-        candidates.append(candidate)
-        urls.append(url)
+    candidates, urls, keys = _keyed_candidates(batch["urls"], out)
     maybe = bloom.contains_many(keys)
     found: dict[str, tuple[bytes, bytes]] = {}
     now = clock()
     written = seen.add_keyed(urls, keys, maybe, found, registration_stamp(now, offset))
     new_keys: list[bytes] = []
-    inlinks: dict[str, int] = {}
-    sitemaps_again: list[dict[str, Any]] = []
-    resend: dict[str, dict[str, Any]] = {}
-    restamp: list[str] = []
+    met = _MetAgain()
+    # Plain locals for the loop below, the hot path:
+    inlinks, sitemaps_again, resend, restamp = met.inlinks, met.sitemaps, met.resend, met.restamp
     confirmed = 0
     for candidate, url, maybe_seen, key in zip(candidates, urls, maybe, written, strict=True):
         via = candidate.get("via")
@@ -213,17 +201,64 @@ def handle(
     filters.confirmed_seen += confirmed
     if new_keys:
         bloom.add_many(new_keys)
-    if sitemaps_again:
-        _reread_sitemaps(partition, sitemaps_again, seen, sitemap_ttl, now, out)
-    if inlinks:
-        for url, old, new, _raw in seen.add_inlinks(inlinks, found):
-            again = retier_candidate(url, old, new)
-            if again is not None:
-                out.add_frontier(partition, "new_urls", again)
-    if resend or restamp:
-        _resend(partition, resend, restamp, seen, now, offset, out)
-        filters.resent += len(resend)
+    met.act(partition, seen, found, filters, sitemap_ttl, now, offset, out)
     return len(new_keys)
+
+
+def _keyed_candidates(
+    batch_urls: list[dict[str, Any]], out: Outbox
+) -> tuple[list[dict[str, Any]], list[str], list[bytes]]:
+    """The candidates that have a registry key, with their URLs and keys; a URL without
+    a host (not from url-filter) is logged and skipped."""
+    candidates: list[dict[str, Any]] = []
+    urls: list[str] = []
+    keys: list[bytes] = []
+    for candidate in batch_urls:
+        url = candidate["url"]
+        try:
+            keys.append(key_of(url))
+        except ValueError as exc:
+            out.log(crawl_log_record(url[:4096], "url-seen", "filtered", reason=str(exc)))
+            continue
+        candidates.append(candidate)
+        urls.append(url)
+    return candidates, urls, keys
+
+
+@dataclass
+class _MetAgain:
+    """What `handle` gathers of a batch's URLs met before, to act on once it has gone
+    through the batch: in-links to add, sitemaps to re-read, URLs to send again or
+    whose stamp to renew."""
+
+    inlinks: dict[str, int] = field(default_factory=dict)
+    sitemaps: list[dict[str, Any]] = field(default_factory=list)
+    resend: dict[str, dict[str, Any]] = field(default_factory=dict)
+    restamp: list[str] = field(default_factory=list)
+
+    def act(
+        self,
+        partition: int,
+        seen: SeenRegistry,
+        found: dict[str, tuple[bytes, bytes]],
+        filters: SeenFilters,
+        sitemap_ttl: float,
+        now: float,
+        offset: int | None,
+        out: Outbox,
+    ) -> None:
+        """Re-read the sitemaps, add the in-links (asking the frontier to move a URL
+        they lift into a higher tier), then send again and restamp."""
+        if self.sitemaps:
+            _reread_sitemaps(partition, self.sitemaps, seen, sitemap_ttl, now, out)
+        if self.inlinks:
+            for url, old, new, _raw in seen.add_inlinks(self.inlinks, found):
+                again = retier_candidate(url, old, new)
+                if again is not None:
+                    out.add_frontier(partition, "new_urls", again)
+        if self.resend or self.restamp:
+            _resend(partition, self.resend, self.restamp, seen, now, offset, out)
+            filters.resent += len(self.resend)
 
 
 def _resend(
