@@ -96,7 +96,11 @@ def _handle(
         stored: tuple[str, float] | None = None
         previous: Any = UNREAD
         duplicate = parsed.get("duplicate_of")
-        if revisits is not None and not duplicate:
+        if duplicate and store.fetched_since(url, page["fetched_at"]):
+            # the revisit record of this very capture is stored: read again after a
+            # kill or a rebalance, it would be a second record of one fetch
+            duplicate = SAME_CAPTURE
+        if revisits is not None and not duplicate and duplicate is not SAME_CAPTURE:
             if url not in repeated and 200 <= page["status"] < 300:
                 previous = revisits.record(url)
             stored, again = _stored_before(

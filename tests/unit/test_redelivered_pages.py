@@ -125,3 +125,59 @@ def test_link_extract_stores_the_digest_it_took(tmp_path: Path) -> None:
     assert digests == {f"http://a.example/{i}": payload_digest(b) for i, b in enumerate(bodies)}
     for i, body in enumerate(bodies):
         assert (revisits.record(f"http://a.example/{i}") or {})["digest"] == payload_digest(body)
+
+
+def test_a_duplicate_read_again_keeps_one_revisit_record(tmp_path: Path) -> None:
+    """An exact duplicate is stored as a revisit record of its original; the same
+    message read again (its offset was not committed at a kill) writes no second
+    record of that fetch, while a later fetch of the same URL still gets its own."""
+    store = PageStore(str(tmp_path / "pages"))
+    ctx = SimpleNamespace(
+        limits=SimpleNamespace(max_url_bytes=8192),
+        settings=SimpleNamespace(near_dup_extract_links=False),
+        counters=SimpleNamespace(pages_stored=0),
+        url_partition=lambda url: 0,
+        handoff=HandoffCache(0),
+    )
+    out = SimpleNamespace(add=lambda *args: None, log=lambda record: None)
+
+    def duplicate(fetched_at: float) -> dict:
+        return {
+            "pages": [
+                {
+                    "page": {
+                        "url": URL + "?ref=x",
+                        "status": 200,
+                        "headers": [{"name": "Content-Type", "value": "text/html"}],
+                        "body": None,
+                        "fetched_at": fetched_at,
+                        "ip": "127.0.0.1",
+                        "truncated": False,
+                        "depth": 1,
+                    },
+                    "fingerprint": "fp",
+                    "digest": payload_digest(b"<p>x"),
+                    "size": 4,
+                    "links": [],
+                    "base": None,
+                    "nofollow": False,
+                    "duplicate_of": {
+                        "url": URL,
+                        "digest": payload_digest(b"<p>x"),
+                        "fetched_at": 1.0,
+                    },
+                    "near_duplicate_of": None,
+                }
+            ]
+        }
+
+    for batch in (duplicate(2.0), duplicate(2.0), duplicate(7.0)):
+        link_extract.handle(ctx, batch, store, out, schedule())  # type: ignore[arg-type]
+    store.close()
+    revisits = []
+    for segment in sorted((tmp_path / "pages").rglob("*.warc.gz")):
+        with segment.open("rb") as f:
+            for record in ArchiveIterator(f):
+                if record.rec_type == "revisit":
+                    revisits.append(record.rec_headers.get_header("WARC-Date"))
+    assert len(revisits) == 2, revisits
