@@ -1073,7 +1073,7 @@ def test_host_states_are_read_from_memory_until_the_partition_is_forgotten() -> 
     """The frontier keeps the host states it wrote (it is the only writer of `hosts`);
     after `forget` (a rebalance: another worker may have written them) it reads the
     table again. The cache is bounded."""
-    import streams.core.frontier as frontier_module
+    import streams.core.frontier_store as store_module
 
     h = Harness()
     h.open_host("a.example", b"", "/1")
@@ -1083,15 +1083,15 @@ def test_host_states_are_read_from_memory_until_the_partition_is_forgotten() -> 
     h.frontier.forget(0)
     reread = h.frontier._get("a.example")
     assert reread is not None and reread["pages"] == 99  # read from the table again
-    old = frontier_module.HOST_CACHE_SIZE
-    frontier_module.HOST_CACHE_SIZE = 3
+    old = store_module.HOST_CACHE_SIZE
+    store_module.HOST_CACHE_SIZE = 3
     try:
         for i in range(10):
             h.frontier.enqueue(f"http://h{i}.example/")
             assert len(h.frontier._cache) <= 3
         assert h.frontier._get("h0.example") == h.hosts["h0.example"]
     finally:
-        frontier_module.HOST_CACHE_SIZE = old
+        store_module.HOST_CACHE_SIZE = old
 
 
 @pytest.mark.parametrize(
@@ -1121,7 +1121,7 @@ def test_host_states_are_read_from_memory_until_the_partition_is_forgotten() -> 
     ],
 )
 def test_authority_of_agrees_with_urlsplit(url: str) -> None:
-    from streams.core.frontier import _authority_by_urlsplit, authority_of
+    from streams.core.frontier_model import _authority_by_urlsplit, authority_of
 
     assert authority_of(url) == _authority_by_urlsplit(url)
 
