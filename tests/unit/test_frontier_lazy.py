@@ -35,7 +35,7 @@ from streams.core.frontier import (
 )
 from streams.core.frontier_model import copy_state
 from streams.core.frontier_queues import HOLES_SIZE
-from tests.unit.test_frontier import Clock
+from tests.unit.frontier_helpers import Clock
 
 
 class DurableMoves(Frontier):
