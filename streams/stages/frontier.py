@@ -94,7 +94,32 @@ def handle(
         new_urls = [c for c in new_urls if not is_retier(c.get("via"))]
     if new_urls:
         new_urls = _without_known(new_urls, registry, frontier)
-    for candidate in new_urls:
+    _enqueue_new(frontier, new_urls, states, decisions, now)
+    if retier and registry is not None:
+        _retier(frontier, registry, retier, states, now)
+    _apply_completions(frontier, event["completions"], states, decisions, done, now)
+    dispatches: list[Dispatch] = []
+    if dispatch:  # not while draining before a stop
+        dispatches = _dispatch_due(frontier, partition, states, decisions, now)
+    frontier.flush()
+    if registry is not None and len(states):
+        try:
+            registry.set_states(states.states)
+        except Exception:  # the fetches are due whatever the record says: send them
+            log.exception("frontier: recording %d URL states failed", len(states))
+    _send(partition, dispatches, decisions, out, done, dispatched)
+
+
+def _enqueue_new(
+    frontier: Frontier,
+    candidates: list[dict[str, Any]],
+    states: StateUpdates,
+    decisions: list[Decision],
+    now: float,
+) -> None:
+    """Queue the new URLs of a message, recording each one's state: queued in its
+    slot, or the decision not to (a trap budget of its host)."""
+    for candidate in candidates:
         inlinks = candidate.get("inlinks", 1)
         refused = frontier.enqueue(
             candidate["url"],
@@ -115,9 +140,20 @@ def handle(
                 inlinks,
                 candidate["priority"],
             )
-    if retier and registry is not None:
-        _retier(frontier, registry, retier, states, now)
-    for completion in event["completions"]:
+
+
+def _apply_completions(
+    frontier: Frontier,
+    completions: Iterable[dict[str, Any]],
+    states: StateUpdates,
+    decisions: list[Decision],
+    done: MutableMapping[str, str] | None,
+    now: float,
+) -> None:
+    """Release the hosts whose fetches finished, recording each URL's state and the
+    decisions a completion brings (a backoff, a drained queue); `done` gets each page
+    whose crawl ended without a stored page."""
+    for completion in completions:
         states.completed(completion)
         settled = frontier.complete(
             completion["host"],
@@ -135,21 +171,37 @@ def handle(
         decisions.extend(settled)
         if done is not None and completion["kind"] == "page" and completion["outcome"] != "fetched":
             done[completion["url"]] = completion["outcome"]
-    dispatches: list[Dispatch] = []
-    if dispatch:  # not while draining before a stop
-        dispatches, more = frontier.due(partition)
-        decisions.extend(more)
-        dispatches.extend(frontier.expire_leases(partition))
-        for decision in more:
-            states.decided(decision, now)
-        for due in dispatches:
-            states.dispatched(due)
-    frontier.flush()
-    if registry is not None and len(states):
-        try:
-            registry.set_states(states.states)
-        except Exception:  # the fetches are due whatever the record says: send them
-            log.exception("frontier: recording %d URL states failed", len(states))
+
+
+def _dispatch_due(
+    frontier: Frontier,
+    partition: int,
+    states: StateUpdates,
+    decisions: list[Decision],
+    now: float,
+) -> list[Dispatch]:
+    """The fetches due in `partition` now, and those whose lease ran out, each
+    recorded as dispatched; the URLs decided on the way go to `decisions`."""
+    dispatches, more = frontier.due(partition)
+    decisions.extend(more)
+    dispatches.extend(frontier.expire_leases(partition))
+    for decision in more:
+        states.decided(decision, now)
+    for due in dispatches:
+        states.dispatched(due)
+    return dispatches
+
+
+def _send(
+    partition: int,
+    dispatches: list[Dispatch],
+    decisions: list[Decision],
+    out: Outbox,
+    done: MutableMapping[str, str] | None,
+    dispatched: list[dict[str, Any]] | None,
+) -> None:
+    """Hand out the fetch requests (to `dispatched`, else the fetch topic) and log
+    every decision to the crawl log (and `done`)."""
     for due in dispatches:
         request = _request(due)
         if dispatched is not None:

@@ -20,9 +20,8 @@ from typing import Any
 
 import pytest
 
-import streams.core.frontier as frontier_module
+import streams.core.frontier_queues as queues_module
 from streams.core.frontier import (
-    HOLES_SIZE,
     LAZY_MOVES,
     TIERS,
     Decision,
@@ -30,12 +29,13 @@ from streams.core.frontier import (
     Frontier,
     Politeness,
     QueueItem,
-    _copy,
     authority_of,
     queue_key,
     tier_for,
 )
-from tests.unit.test_frontier import Clock
+from streams.core.frontier_model import copy_state
+from streams.core.frontier_queues import HOLES_SIZE
+from tests.unit.frontier_helpers import Clock
 
 
 class DurableMoves(Frontier):
@@ -56,7 +56,7 @@ class DurableMoves(Frontier):
         if item.get("url") != url or item.get("retries"):
             self.queue[old_key] = item
             return None
-        state = _copy(state)
+        state = copy_state(state)
         tail = int(state["tails"][new_tier])
         self.queue[queue_key(authority, new_tier, tail)] = {**item, "tier": new_tier}
         state["tails"][new_tier] = tail + 1
@@ -169,7 +169,7 @@ def test_lazy_moves_dispatch_and_decide_as_written_moves_do(
     slots, dispatches and decisions, count the same URLs queued and in flight, write
     the same host states, and serve the same queue at every step. With a hole
     memory of 2, it forgets most holes, old keys of moves in memory among them."""
-    monkeypatch.setattr(frontier_module, "HOLES_SIZE", holes)
+    monkeypatch.setattr(queues_module, "HOLES_SIZE", holes)
     rng = random.Random(seed)
     policy = Politeness(max_host_pages=rng.choice([0, 0, 40]))
     runs = []
