@@ -9,7 +9,7 @@ from __future__ import annotations
 #: something went wrong (every seed rejected, every host unreachable): a script
 #: running `seine crawl --until-idle` must not mistake that for success.
 EXIT_NOTHING_FETCHED = 3
-#: Exit status of a worker that lost its cluster (`streams.app.lost_broker`).
+#: Exit status of a worker that lost its cluster (`streams.runtime.supervision.lost_broker`).
 EXIT_BROKER_LOST = 4
 
 

@@ -185,6 +185,49 @@ STAGES: tuple[StageSpec, ...] = (
 )
 
 
+@dataclass(frozen=True)
+class LocalPath:
+    """A hop between two stages that stays inside the worker holding both partitions
+    (the topics are co-partitioned), in place of its topic: the topic carries only
+    what the worker could not pass on itself (another worker holds the partition, a
+    rebalance or a drain is under way). `setting` is the Settings flag that turns it
+    on (None: always)."""
+
+    source: str
+    target: str
+    stands_for: TopicSpec | None
+    setting: str | None
+    doc: str = ""
+
+
+LOCAL_PATHS: tuple[LocalPath, ...] = (
+    LocalPath(
+        "frontier",
+        "fetch",
+        FETCH,
+        "local_dispatch",
+        doc="A dispatched request starts in the frontier's own worker, once the table "
+        "records naming it are acknowledged.",
+    ),
+    LocalPath(
+        "fetch",
+        "frontier",
+        FRONTIER,
+        "local_completion",
+        doc="A fetch's completion is applied by the worker's frontier at its end, once "
+        "its page is acknowledged; the host's next fetch is dispatched there and then.",
+    ),
+    LocalPath(
+        "parse",
+        "link-extract",
+        None,
+        None,
+        doc="The page body stays in the worker's hand-off cache; content-dedup and "
+        "link-extract messages carry its digest (a miss fetches the page again).",
+    ),
+)
+
+
 def topic_name(app_id: str, spec: TopicSpec) -> str:
     return f"{app_id}.{spec.name}"
 
@@ -192,9 +235,10 @@ def topic_name(app_id: str, spec: TopicSpec) -> str:
 def diagram() -> str:
     """The stages and topics above as a text block (docs/ARCHITECTURE.md holds a copy).
 
-    Two tables: each stage with the topic it consumes, the topics it may produce to
-    and its tables; then each topic with its keying, partition count ("N":
-    Settings.partitions), value schema and consuming stage.
+    Three tables: each stage with the topic it consumes, the topics it may produce to
+    and its tables; each topic with its keying, partition count ("N":
+    Settings.partitions), value schema and consuming stage; and the hops that stay
+    inside a worker (LOCAL_PATHS) with the topic each stands in for.
     """
     from collections.abc import Sequence
 
@@ -222,10 +266,20 @@ def diagram() -> str:
         )
         for spec in (*TOPICS, *SERVICE_TOPICS)
     ]
+    path_rows = [
+        (
+            f"{path.source} -> {path.target}",
+            path.stands_for.name if path.stands_for else "-",
+            path.setting or "(always)",
+        )
+        for path in LOCAL_PATHS
+    ]
     lines = [
         *table(("stage", "consumes", "produces", "tables"), stage_rows),
         "",
         *table(("topic", "key", "partitions", "schema", "consumed by"), topic_rows),
+        "",
+        *table(("local path", "in place of", "setting"), path_rows),
     ]
     return "\n".join(lines) + "\n"
 
