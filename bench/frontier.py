@@ -115,6 +115,75 @@ class Clock:
         return self.now
 
 
+def enqueue_all(frontier: Frontier, n: int, hosts: int, rates: list[float]) -> float:
+    """Phase 1: enqueue `n` URLs over `hosts` hosts, the frontier grows; the seconds taken."""
+    started = step_started = time.perf_counter()
+    for i in range(n):
+        host = i % hosts
+        depth = (i // hosts) % 7
+        frontier.enqueue(f"http://host-{host:05d}.example/d{depth}/page-{i}.html", depth)
+        if (i + 1) % EVENT == 0:
+            frontier.flush()
+        if (i + 1) % STEP == 0:
+            now = time.perf_counter()
+            current, peak = rss_mb()
+            rates.append(STEP / (now - step_started))
+            print(
+                f"enqueue {i + 1:>9,}: {rates[-1]:>8,.0f} URLs/s  "
+                f"RSS {current:.0f} MB (peak {peak:.0f})",
+                flush=True,
+            )
+            step_started = now
+    frontier.flush()
+    return time.perf_counter() - started
+
+
+def answer_robots(frontier: Frontier, partitions: int, clock: Clock) -> int:
+    """Phase 2's start: robots.txt for every host (404: allow all); how many were asked."""
+    robots = 0
+    for p in range(partitions):
+        dispatches, _ = frontier.due(p)
+        for d in dispatches:
+            assert d.kind == "robots"
+            frontier.complete(d.host, d.kind, 404, "robots", 1.0, clock())
+            robots += 1
+        frontier.flush()
+    return robots
+
+
+def drain(
+    frontier: Frontier, partitions: int, clock: Clock, rates: list[float]
+) -> tuple[int, float]:
+    """Phase 2: dispatch and complete until the queues are empty; (URLs, seconds)."""
+    started = step_started = time.perf_counter()
+    dequeued = 0
+    next_report = STEP
+    while frontier.queued:
+        clock.now += 0.001
+        for p in range(partitions):
+            dispatches, decisions = frontier.due(p)
+            assert not decisions
+            for d in dispatches:
+                frontier.complete(d.host, d.kind, 200, "fetched", 1.0, clock())
+                dequeued += 1
+                if dequeued % EVENT == 0:
+                    frontier.flush()
+            frontier.flush()
+            while dequeued >= next_report:
+                now = time.perf_counter()
+                current, peak = rss_mb()
+                rates.append(STEP / (now - step_started))
+                print(
+                    f"dequeue {next_report:>9,}: "
+                    f"{rates[-1]:>8,.0f} URLs/s  "
+                    f"RSS {current:.0f} MB (peak {peak:.0f})",
+                    flush=True,
+                )
+                step_started = now
+                next_report += STEP
+    return dequeued, time.perf_counter() - started
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--urls", type=int, default=1_000_000)
@@ -144,64 +213,13 @@ def main() -> int:
     try:
         # -- phase 1: enqueue, the frontier grows
         rates: dict[str, list[float]] = {"enqueue": [], "dequeue": []}
-        started = step_started = time.perf_counter()
-        for i in range(n):
-            host = i % args.hosts
-            depth = (i // args.hosts) % 7
-            frontier.enqueue(f"http://host-{host:05d}.example/d{depth}/page-{i}.html", depth)
-            if (i + 1) % EVENT == 0:
-                frontier.flush()
-            if (i + 1) % STEP == 0:
-                now = time.perf_counter()
-                current, peak = rss_mb()
-                rates["enqueue"].append(STEP / (now - step_started))
-                print(
-                    f"enqueue {i + 1:>9,}: {rates['enqueue'][-1]:>8,.0f} URLs/s  "
-                    f"RSS {current:.0f} MB (peak {peak:.0f})",
-                    flush=True,
-                )
-                step_started = now
-        frontier.flush()
-        enqueue_s = time.perf_counter() - started
+        enqueue_s = enqueue_all(frontier, n, args.hosts, rates["enqueue"])
         assert frontier.queued == n, frontier.queued
 
         # -- phase 2: robots.txt for every host (404: allow all), then drain the queues
-        robots = 0
-        for p in range(partitions):
-            dispatches, _ = frontier.due(p)
-            for d in dispatches:
-                assert d.kind == "robots"
-                frontier.complete(d.host, d.kind, 404, "robots", 1.0, clock())
-                robots += 1
-            frontier.flush()
+        robots = answer_robots(frontier, partitions, clock)
         assert robots == args.hosts, robots
-        started = step_started = time.perf_counter()
-        dequeued = 0
-        next_report = STEP
-        while frontier.queued:
-            clock.now += 0.001
-            for p in range(partitions):
-                dispatches, decisions = frontier.due(p)
-                assert not decisions
-                for d in dispatches:
-                    frontier.complete(d.host, d.kind, 200, "fetched", 1.0, clock())
-                    dequeued += 1
-                    if dequeued % EVENT == 0:
-                        frontier.flush()
-                frontier.flush()
-                while dequeued >= next_report:
-                    now = time.perf_counter()
-                    current, peak = rss_mb()
-                    rates["dequeue"].append(STEP / (now - step_started))
-                    print(
-                        f"dequeue {next_report:>9,}: "
-                        f"{rates['dequeue'][-1]:>8,.0f} URLs/s  "
-                        f"RSS {current:.0f} MB (peak {peak:.0f})",
-                        flush=True,
-                    )
-                    step_started = now
-                    next_report += STEP
-        dequeue_s = time.perf_counter() - started
+        dequeued, dequeue_s = drain(frontier, partitions, clock, rates["dequeue"])
         assert dequeued == n, dequeued
         _, peak = rss_mb()
         for phase, steps in rates.items():

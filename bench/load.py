@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -87,6 +88,53 @@ def tenths(requests: list[dict[str, Any]]) -> tuple[float, float]:
     return rate(starts[:n]), rate(starts[-n:])
 
 
+@dataclass
+class Memory:
+    """What sampling the crawl's process tree (every 0.5 s) saw."""
+
+    #: per pid, the kernel's high-water mark of its RSS (VmHWM)
+    hwm: dict[int, int] = field(default_factory=dict)
+    names: dict[int, str] = field(default_factory=dict)
+    peak_sum: int = 0
+    #: (seconds since the start, RSS summed over the tree)
+    samples: list[tuple[float, int]] = field(default_factory=list)
+
+
+def watch(proc: subprocess.Popen[bytes], started: float, timeout: float) -> Memory:
+    """Sample the crawl's process tree until it exits (SIGINT after `timeout` s); the
+    crawl is killed if it still runs when this returns."""
+    seen: dict[int, psutil.Process] = {}
+    memory = Memory()
+    hwm, names, samples = memory.hwm, memory.names, memory.samples
+    try:
+        while proc.poll() is None:
+            if time.monotonic() - started > timeout:
+                print("load: timeout; stopping the crawl", flush=True)
+                proc.send_signal(signal.SIGINT)
+                proc.wait(120)
+                break
+            with contextlib.suppress(psutil.Error):
+                root = psutil.Process(proc.pid)
+                for p in [root, *root.children(recursive=True)]:
+                    if p.pid not in seen:
+                        seen[p.pid] = p
+                        with contextlib.suppress(psutil.Error):
+                            names[p.pid] = _role(p.cmdline())
+            total = 0
+            for pid, p in list(seen.items()):
+                with contextlib.suppress(psutil.Error):
+                    total += p.memory_info().rss
+                    hwm[pid] = max(hwm.get(pid, 0), high_water_mark(pid))
+            memory.peak_sum = max(memory.peak_sum, total)
+            samples.append((time.monotonic() - started, total))
+            time.sleep(0.5)  # the sampling interval
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return memory
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--hosts", type=int, default=1000)
@@ -131,37 +179,7 @@ def main() -> int:
                 stdout=open(work / "seine.out", "w"),  # noqa: SIM115
                 stderr=subprocess.STDOUT,
             )
-            seen: dict[int, psutil.Process] = {}
-            hwm: dict[int, int] = {}
-            names: dict[int, str] = {}
-            peak_sum = 0
-            samples: list[tuple[float, int]] = []
-            try:
-                while proc.poll() is None:
-                    if time.monotonic() - started > args.timeout:
-                        print("load: timeout; stopping the crawl", flush=True)
-                        proc.send_signal(signal.SIGINT)
-                        proc.wait(120)
-                        break
-                    with contextlib.suppress(psutil.Error):
-                        root = psutil.Process(proc.pid)
-                        for p in [root, *root.children(recursive=True)]:
-                            if p.pid not in seen:
-                                seen[p.pid] = p
-                                with contextlib.suppress(psutil.Error):
-                                    names[p.pid] = _role(p.cmdline())
-                    total = 0
-                    for pid, p in list(seen.items()):
-                        with contextlib.suppress(psutil.Error):
-                            total += p.memory_info().rss
-                            hwm[pid] = max(hwm.get(pid, 0), high_water_mark(pid))
-                    peak_sum = max(peak_sum, total)
-                    samples.append((time.monotonic() - started, total))
-                    time.sleep(0.5)  # the sampling interval
-            finally:
-                if proc.poll() is None:
-                    proc.kill()
-                    proc.wait()
+            memory = watch(proc, started, args.timeout)
             wall = time.monotonic() - started
         finally:
             server.stop()
@@ -180,15 +198,16 @@ def main() -> int:
             "never_requested_sample": missing[:20],
             "wall_s": round(wall, 1),
             "exit_code": proc.returncode,
-            "peak_rss_sum_sampled_mb": round(peak_sum / 2**20),
-            "peak_rss_sum_of_vmhwm_mb": round(sum(hwm.values()) / 2**20),
+            "peak_rss_sum_sampled_mb": round(memory.peak_sum / 2**20),
+            "peak_rss_sum_of_vmhwm_mb": round(sum(memory.hwm.values()) / 2**20),
             "vmhwm_mb_by_process": {
-                f"{names.get(pid, '?')}[{pid}]": round(v / 2**20) for pid, v in hwm.items()
+                f"{memory.names.get(pid, '?')}[{pid}]": round(v / 2**20)
+                for pid, v in memory.hwm.items()
             },
             "rss_mb_at_quarters": [
-                round(samples[int(len(samples) * q) - 1][1] / 2**20)
+                round(memory.samples[int(len(memory.samples) * q) - 1][1] / 2**20)
                 for q in (0.25, 0.5, 0.75, 1.0)
-                if samples
+                if memory.samples
             ],
             "pages_per_s_first_tenth": round(first, 1),
             "pages_per_s_last_tenth": round(last, 1),

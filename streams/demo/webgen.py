@@ -274,7 +274,7 @@ class DemoWeb:
     def _origin(self, host: str) -> str:
         return f"http://{host}" if self.port == 80 else f"http://{host}:{self.port}"
 
-    def _content(self, h: int, k: int) -> _Content:
+    def _content(self, h: int, k: int) -> _Content:  # noqa: C901 - hot path, one flat loop
         """The links (and title, base) of original page k of host h, cached.
 
         Hot path of both the ground truth BFS and rendering (20k pages for the bench), so

@@ -133,7 +133,7 @@ class Fetcher:
         if self._resolver is not None:
             await self._resolver.close()
 
-    async def fetch(
+    async def fetch(  # noqa: C901 - each failure of a fetch folded into its one result
         self, url: str, kind: str = "page", headers: Mapping[str, str] | None = None
     ) -> FetchResult:
         """Fetch one URL; every failure is folded into the result, within total_timeout.

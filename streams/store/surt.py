@@ -82,7 +82,7 @@ def _numeric_host(host: bytes) -> bytes | None:
     return None
 
 
-def surt(url: str) -> str:
+def surt(url: str) -> str:  # noqa: C901 - one pass of pywb's canonicalisation steps, in order
     """SURT key of ``url`` as pywb computes it for CDXJ lookups.
 
     Why our own: pywb canonicalises lookups with the ``surt`` package's default

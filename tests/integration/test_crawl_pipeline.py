@@ -10,17 +10,18 @@ from __future__ import annotations
 import itertools
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
 
 from streams.broker import EmbeddedBroker
 from streams.demo.server import read_request_log, start_server_process
-from streams.demo.webgen import WebSpec
+from streams.demo.webgen import DemoWeb, WebSpec
 from streams.multiworker import STATUS_FILE, read_status, worker_dir
 from streams.resume import url_states
 from streams.storeset import open_stores
-from tests.integration.conftest import crawl_env, run_crawl, run_seine
+from tests.integration.conftest import CrawlRun, crawl_env, run_crawl, run_seine
 
 SPEC = WebSpec(hosts=30, pages_per_host=30, seed=7)
 
@@ -63,7 +64,15 @@ def test_crawl_of_the_demo_web(
             assert status["completions_at_fetch_end"] > 0, status
 
     expected = web.reachable_allowed()
-    with open_stores(run.data_dir) as store:
+    stored = check_stores(run.data_dir, web, expected)
+    check_url_registry(run.data_dir, web, stored)
+    check_server_log(demo_web, web, expected)
+    check_seine_get(run, web, expected)
+
+
+def check_stores(data_dir: Path, web: DemoWeb, expected: set[str]) -> set[str]:
+    """The page stores hold every expected page once, duplicates as revisits; the URLs."""
+    with open_stores(data_dir) as store:
         stored = set(store.urls())
         # every reachable, allowed page is stored, and nothing else
         assert stored == expected, (
@@ -81,10 +90,13 @@ def test_crawl_of_the_demo_web(
             originals = [c for c in captures if c is not None and c.revisit_of is None]
             assert len(originals) == 1, (in_crawl, [c and c.revisit_of for c in captures])
             assert len({c.body for c in captures if c is not None}) == 1
+    return stored
 
+
+def check_url_registry(data_dir: Path, web: DemoWeb, stored: set[str]) -> None:
     # The URL registry says what happened to every URL: each stored page was fetched,
     # each disallowed one refused with the reason, none is left queued or in flight.
-    states = url_states(run.data_dir)
+    states = url_states(data_dir)
     assert stored <= set(states)
     for url in stored:
         state = states[url]
@@ -103,6 +115,8 @@ def test_crawl_of_the_demo_web(
     unsettled = {u: s for u, s in states.items() if s is None or s["s"] in ("queued", "fetching")}
     assert not unsettled, list(unsettled.items())[:5]
 
+
+def check_server_log(demo_web: Any, web: DemoWeb, expected: set[str]) -> None:
     # The server's own log: nothing disallowed, nothing twice, one in flight per host.
     assert demo_web.stop() == 0
     requests = read_request_log(demo_web.log_path)
@@ -126,6 +140,8 @@ def test_crawl_of_the_demo_web(
         assert len(robots) == 1, f"robots.txt of {host} fetched {len(robots)} times"
         assert rs[0]["path"] == "/robots.txt", f"{host}: a page was fetched before robots.txt"
 
+
+def check_seine_get(run: CrawlRun, web: DemoWeb, expected: set[str]) -> None:
     # `seine get` returns the bytes the server sent
     sample = sorted(expected)[:: max(1, len(expected) // 5)]
     for url in sample:

@@ -193,10 +193,29 @@ def test_a_crawl_survives_the_hostile_web(
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.seconds < 90
 
+    check_stored(run.data_dir, web, trap_urls)
+
+    # -- the crawl log: one fetch record per trap, with the promised outcome
+    messages = read_to_end(broker.bootstrap, topology.topic_name(run.app_id, topology.CRAWL_LOG))
+    records = [codec.decode("crawl_log", m.value()) for m in messages]
+    by_url: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for record in records:
+        by_url[record["url"]].append(record)
+    check_trap_records(by_url, trap_urls)
+    check_dead_hosts(by_url, dead_hosts)
+    check_redirect_chain(by_url, hostile)
+    check_infinite_traps(records)
+
+    # -- nothing unexpected in dead-letters
+    letters = read_to_end(broker.bootstrap, topology.topic_name(run.app_id, topology.DEAD_LETTERS))
+    assert [codec.decode("dead_letter", m.value()) for m in letters] == []
+
+
+def check_stored(data_dir: Path, web: DemoWeb, trap_urls: dict[str, str]) -> None:
     # -- the normal web is crawled as if the traps were not there
     expected = web.reachable_allowed()
     demo_hosts = {urlsplit(u).hostname for u in expected}
-    with PageStore(run.data_dir / "pages", read_only=True) as store:
+    with PageStore(data_dir / "pages", read_only=True) as store:
         stored = set(store.urls())
         assert {u for u in stored if urlsplit(u).hostname in demo_hosts} == expected
         for name, body in STORED_EXACTLY.items():
@@ -212,12 +231,9 @@ def test_a_crawl_survives_the_hostile_web(
             assert original is not None and original.truncated, name
             assert len(capture.body) == CAP, (name, len(capture.body))
 
-    # -- the crawl log: one fetch record per trap, with the promised outcome
-    messages = read_to_end(broker.bootstrap, topology.topic_name(run.app_id, topology.CRAWL_LOG))
-    records = [codec.decode("crawl_log", m.value()) for m in messages]
-    by_url: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for record in records:
-        by_url[record["url"]].append(record)
+
+def check_trap_records(by_url: dict[str, list[dict[str, Any]]], trap_urls: dict[str, str]) -> None:
+    """One fetch record per trap, with the promised outcome, within the timeout and cap."""
     problems = []
     for name, (_path, outcome, reason) in TRAPS.items():
         fetches = [r for r in by_url.get(trap_urls[name], []) if r["stage"] == "fetch"]
@@ -233,6 +249,8 @@ def test_a_crawl_survives_the_hostile_web(
             problems.append(f"{name}: {got['bytes']} bytes logged over the cap")
     assert not problems, "\n".join(problems)
 
+
+def check_dead_hosts(by_url: dict[str, list[dict[str, Any]]], dead_hosts: dict[str, str]) -> None:
     # an unreachable host: robots.txt fails (retried), then its URLs are given up, logged
     for name, url in dead_hosts.items():
         robots = [r for r in by_url.get(url + "robots.txt", []) if r["stage"] == "fetch"]
@@ -247,6 +265,8 @@ def test_a_crawl_survives_the_hostile_web(
         assert all(reason.startswith(want) for reason in reasons), (name, reasons)
         assert [r["outcome"] for r in by_url[url]] == ["robots-unavailable"], by_url[url]
 
+
+def check_redirect_chain(by_url: dict[str, list[dict[str, Any]]], hostile: HostileProcess) -> None:
     # a redirect chain: every hop went back through url-filter/url-seen, one depth level
     # deeper each time, so an endless chain ends at --max-depth, logged as filtered
     base = f"http://{trap_host('redirect-chain')}:{hostile.port}/redirect/chain/"
@@ -259,6 +279,8 @@ def test_a_crawl_survives_the_hostile_web(
     cut = by_url.get(f"{base}{MAX_DEPTH + 1}", [])
     assert [r["outcome"] for r in cut] == ["filtered"] and "depth" in cut[0]["reason"], cut
 
+
+def check_infinite_traps(records: list[dict[str, Any]]) -> None:
     # infinite traps stay bounded by --max-depth, and were really entered
     def fetched_urls(host: str) -> set[str]:
         return {
@@ -285,7 +307,3 @@ def test_a_crawl_survives_the_hostile_web(
     assert any(
         r["outcome"] == "duplicate" for r in records if r["host"].startswith(trap_host("session"))
     )
-
-    # -- nothing unexpected in dead-letters
-    letters = read_to_end(broker.bootstrap, topology.topic_name(run.app_id, topology.DEAD_LETTERS))
-    assert [codec.decode("dead_letter", m.value()) for m in letters] == []

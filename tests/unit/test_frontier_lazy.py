@@ -317,7 +317,7 @@ def _partition(authority: str) -> int:
     return HOSTS.index(authority) % 2
 
 
-def _crash_run(seed: int) -> Counter[str]:
+def _crash_run(seed: int) -> Counter[str]:  # noqa: C901 - one random run whose steps share state
     """A crawl over tables that outlive the frontier: random enqueues of new URLs,
     re-tier moves (by the slot the registry would name: after a crash, often a slot
     the lost memory held), dispatches, completions (some 503s retried), and now and
