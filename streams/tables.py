@@ -31,12 +31,16 @@ from faust.streams import current_event
 from faust.tables.table import Table
 from faust.utils import json as faust_json
 
+from streams.rocksdb_budget import budget
+
 #: RocksDB options of the frontier's tables (`hosts`, `queue`), handed to Faust's
 #: rocksdb store. Faust's defaults are sized for few large tables: 64 MB write
 #: buffers (3 per database) and a 2 GB block cache *per partition database*. The
 #: queue is written once and read once per URL, in key order, so small write
 #: buffers and a small cache cost little speed and keep a worker's memory bounded
-#: however many URLs are queued (bench/frontier.py measures both).
+#: however many URLs are queued (bench/frontier.py measures both). In a worker every
+#: table's store shares one cache and memtable budget instead (streams/rocksdb_budget.py:
+#: `block_cache_size` is then ignored and the write buffers are at most 4 MB).
 FRONTIER_STORE_OPTIONS: dict[str, int] = {
     "write_buffer_size": 8 * 1024 * 1024,
     "max_write_buffer_number": 2,
@@ -82,6 +86,14 @@ class _Direct(NamedTuple):
 
 class ProducedTable(Table):
     """A faust.Table whose changelog messages are produced by `app.seine_producer`."""
+
+    def _new_store(self) -> Any:
+        # Every RocksDB store of the worker shares one cache and memtable budget
+        # (streams/rocksdb_budget.py): a worker's memory no longer grows with its tables.
+        store = super()._new_store()
+        if isinstance(store, faust_rocksdb.Store):
+            budget(store)
+        return store
 
     def send_changelog(
         self,
