@@ -22,6 +22,7 @@ import mode.loop
 import topology
 from streams.admin import ensure_changelogs, ensure_topics, topic_configs
 from streams.consumer_state import hold_gaps, refetch_skips
+from streams.core import allocator
 from streams.core.filters import FilterConfig
 from streams.core.freshness import RevisitPolicy, RevisitSchedule
 from streams.core.frontier import Frontier, Politeness
@@ -128,6 +129,8 @@ def create_app(settings: Settings) -> SeineApp:
         # the thread's event loop, so choosing uvloop in run_worker, as Seine did, was
         # too late and every worker ran on asyncio's selector loop.
         mode.loop.use("uvloop")
+    # before any thread allocates: the producer's and RocksDB's threads come next
+    allocator.limit_arenas(settings.malloc_arenas)
     app = faust_app(settings)
     ctx = StageContext(app, settings)
     app.seine_producer = ctx.producer  # type: ignore[attr-defined]

@@ -214,6 +214,13 @@ class Settings:
     #: allocations, minutes at full speed), so cyclic garbage that lived long enough to
     #: reach the oldest generation (a timed-out fetch's traceback) is still freed.
     gc_threshold: str = "20000,50,10"
+    #: glibc malloc arenas in a worker (M_ARENA_MAX; 0 keeps glibc's 8 per core).
+    #: Each thread that allocates (RocksDB's, librdkafka's) otherwise gets its own
+    #: arena, whose freed memory stays in the worker (streams/core/allocator.py).
+    malloc_arenas: int = 2
+    #: Seconds between a worker's malloc_trim calls, which hand glibc's free pages
+    #: back to the kernel (streams/core/allocator.py); 0: never.
+    malloc_trim_interval: float = 10.0
 
     def with_overrides(self, **changes: Any) -> Settings:
         return dataclasses.replace(self, **changes)

@@ -23,6 +23,7 @@ from typing import Any
 
 import topology
 from streams.consumer_state import lagging_partitions, rewind
+from streams.core import allocator
 from streams.core.stall import StuckPartitions
 from streams.exits import EXIT_BROKER_LOST
 from streams.multiworker import write_status
@@ -60,6 +61,15 @@ class Supervisor:
         app.timer(interval=1.0)(self.rewind_stuck_partitions)
         app.timer(interval=5.0)(self.watch_brokers)
         app.timer(interval=0.25)(self.watch)
+        if self.settings.malloc_trim_interval > 0:
+            app.timer(interval=self.settings.malloc_trim_interval)(self.trim_malloc)
+
+    async def trim_malloc(self) -> None:
+        """Hand glibc's free pages back to the kernel (streams/core/allocator.py), in
+        a thread: the event loop need not wait for the walk over the arenas."""
+        took = await asyncio.get_running_loop().run_in_executor(None, allocator.trim)
+        if took > 0.05:
+            log.debug("malloc_trim took %.0f ms", took * 1000)
 
     async def serve_producer_deliveries(self) -> None:
         self.ctx.producer.poll()
