@@ -27,12 +27,10 @@ from typing import Any
 
 import topology
 from streams import codec
+from streams.core.provenance import Via
 from streams.core.stats import REPLAY_OUTCOMES, CrawlTally, duplicate_rate, recent_rate
 from streams.kafka_tuning import true_highwaters
 from streams.settings import Settings
-
-#: How a replayed candidate is marked (UrlCandidate.via): a recrawl, not a new link.
-RECRAWL_VIA = "recrawl:replay"
 
 
 class CrawlNotFound(RuntimeError):
@@ -315,7 +313,7 @@ def refeed(settings: Settings, urls: dict[str, dict[str, Any]]) -> int:
     for url, record in urls.items():
         partition = topology.url_partition(url, count)
         by_partition.setdefault(partition, []).append(
-            {"url": url, "depth": int(record.get("depth", 0)), "priority": 0, "via": RECRAWL_VIA}
+            {"url": url, "depth": int(record.get("depth", 0)), "priority": 0, "via": Via.REPLAY}
         )
     sent = 0
     for partition, candidates in sorted(by_partition.items()):

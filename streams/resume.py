@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import Any
 
 import topology
-from streams.core.urlstate import RESUME_VIA
+from streams.core.provenance import Via
 
 log = logging.getLogger("seine.resume")
 
@@ -267,7 +267,7 @@ def push_resume(bootstrap: str, app_id: str, plan: ResumePlan) -> None:
     )
     frontier = topology.topic_name(app_id, topology.FRONTIER)
     for partition, urls in plan.lost.items():
-        candidates = [{"url": u, "depth": 0, "priority": 0, "via": RESUME_VIA} for u in urls]
+        candidates = [{"url": u, "depth": 0, "priority": 0, "via": Via.RESUME} for u in urls]
         for chunk in _chunks(candidates):
             value = codec.encode(
                 "frontier_event", {"new_urls": chunk, "completions": [], "tick": False}

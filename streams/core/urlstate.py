@@ -25,13 +25,11 @@ from typing import Any
 import orjson
 
 from streams.core.frontier import Decision, Dispatch, tier_for
+from streams.core.provenance import Via
 
 __all__ = [
     "FRONTIER_STATE",
     "RESEND",
-    "RESEND_VIA",
-    "RESUME_VIA",
-    "RETIER_VIA",
     "STAMP",
     "StateUpdates",
     "is_retier",
@@ -40,26 +38,11 @@ __all__ = [
     "retier_candidate",
 ]
 
-#: `via` of a url-seen → frontier candidate asking to move a queued URL up a tier. A
-#: candidate from url-seen also says, in ``slot``, where the URL was queued when it
-#: read the registry, (tier, sequence), so the frontier reads the registry only when
-#: the item is no longer there; a request without a slot is looked up.
-RETIER_VIA = "retier"
-
 
 def is_retier(via: str | None) -> bool:
     """Is this candidate's `via` a re-tier request?"""
-    return via == RETIER_VIA
+    return via == Via.RETIER
 
-
-#: `via` of a URL url-seen sends to the frontier again because the registry holds it
-#: as registered but never queued (:func:`resend_due`); the frontier drops it if it has
-#: acted on the URL since.
-RESEND_VIA = "url-seen:resend"
-
-#: `via` of a URL a resume re-queues (streams/resume.py): the registry may say it was
-#: queued or in flight, but the message that held it died with the broker's topics.
-RESUME_VIA = "resume"
 
 #: Decision outcomes that park a URL with its host rather than refuse the URL itself.
 PARKED_OUTCOMES = frozenset({"host-parked"})
@@ -179,7 +162,7 @@ def retier_candidate(
         "url": url,
         "depth": depth,
         "priority": priority,
-        "via": RETIER_VIA,
+        "via": Via.RETIER,
         "slot": (int(old["tier"]), int(old["q"])),
         "inlinks": inlinks,
         "kind": "page",

@@ -23,6 +23,7 @@ from typing import Any
 
 import topology
 from streams.core.freshness import RevisitSchedule
+from streams.core.provenance import Via
 from streams.core.sitemaps import (
     SitemapConfig,
     SitemapReading,
@@ -34,7 +35,6 @@ from streams.core.urls import resolve
 from streams.fetch.fetcher import Fetcher
 from streams.fetch.handlers import FetchResult
 from streams.stages.context import Outbox, StageContext, crawl_log_record
-from streams.stages.url_filter import REDIRECT_VIA_PREFIX
 
 log = logging.getLogger("seine.fetch")
 
@@ -278,7 +278,7 @@ class FetchStage:
                         "priority": 0,
                         # marked as a redirect: url-filter lets the target's host form
                         # become the site's canonical one (example.com → www.example.com)
-                        "via": REDIRECT_VIA_PREFIX + request["url"],
+                        "via": Via.REDIRECT + request["url"],
                     },
                 )
 

@@ -15,8 +15,9 @@ from typing import Any, Protocol
 import topology
 from streams.core.freshness import Record, RevisitSchedule
 from streams.core.frontier import Decision, Dispatch, Frontier, HostState, tier_for
+from streams.core.provenance import Via
 from streams.core.sites import url_id_long
-from streams.core.urlstate import RESUME_VIA, StateUpdates, is_retier
+from streams.core.urlstate import StateUpdates, is_retier
 from streams.stages import recrawl
 from streams.stages.context import Outbox, crawl_log_record
 
@@ -68,12 +69,12 @@ def handle(
     start at once in this worker (`FetchStage.start_dispatched`) and to send to the
     fetch topic those it could not start; without it they are all sent.
 
-    A page url-seen sends (new, or again as `RESEND_VIA`: registered but, as far as
+    A page url-seen sends (new, or again as `Via.RESEND`: registered but, as far as
     url-seen could tell, never queued) is queued only if the registry holds no state
     of the frontier's for it: a re-send that crossed the original, or a frontier
     message read twice (at-least-once: its offset was not committed when a worker
     died, and Apache Kafka delivers it again after the restart), changes nothing.
-    URLs a resume re-queues (`RESUME_VIA`) and sitemaps due again are queued as sent.
+    URLs a resume re-queues (`Via.RESUME`) and sitemaps due again are queued as sent.
     A ``queued`` state the frontier's own tables no longer account for
     (`Frontier.accounts_for`: the host state came back from its changelog older than
     the registry and the queue, after the whole cluster went away) is not trusted:
@@ -281,7 +282,7 @@ def _enqueue_lost(frontier: Frontier, url: str, state: Mapping[str, Any] | None)
 def _checked(candidate: dict[str, Any]) -> bool:
     """Whether a candidate is dropped when the frontier has acted on its URL already:
     every page url-seen sends, not what a resume re-queues or a sitemap due again."""
-    return candidate.get("kind", "page") == "page" and candidate.get("via") != RESUME_VIA
+    return candidate.get("kind", "page") == "page" and candidate.get("via") != Via.RESUME
 
 
 def _retier(

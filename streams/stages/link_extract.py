@@ -305,7 +305,7 @@ def _refetch(
 ) -> None:
     """A first copy whose body parse kept in another worker's memory, or in this one's
     before a restart or an eviction: fetch it again (a re-feed to the frontier of its
-    host, unconditional and outside the host's trap budgets: `recrawl.REFEED_HANDOFF`)
+    host, unconditional and outside the host's trap budgets: `recrawl.Via.REFEED_HANDOFF`)
     and say so in the crawl log. Nothing of it is stored or followed now; its revisit
     record is left naming the capture stored before, without the validators, so the
     refetch cannot be answered 304 against that older capture."""
@@ -321,7 +321,7 @@ def _refetch(
             "url": url,
             "depth": page["depth"],
             "priority": 0,
-            "via": recrawl.REFEED_HANDOFF,
+            "via": recrawl.Via.REFEED_HANDOFF,
             "inlinks": 1,
             "kind": "page",
         },

@@ -4,14 +4,14 @@ Runs in the frontier's partition (the host's), while a frontier event is current
 so every write to the ``revisits`` table lands in the host's changelog partition:
 
 * a page completion with status 304 marks the URL unchanged (its interval grows);
-* a re-fed URL (``via`` starting with "recrawl": `REFEED_NOW`, ``seine replay``'s
-  "recrawl:replay", or `REFEED_WHEN_DUE`) is queued again
+* a re-fed URL (``via`` starting with "recrawl": `Via.RECRAWL`, ``seine replay``'s
+  "recrawl:replay", or `Via.RECRAWL_WHEN_DUE`) is queued again
   *without* going through url-seen, which would drop it as already seen;
 * revisits that are due are queued like new URLs, so they stay polite.
 
 **Re-feeding, for tools** (e.g. ``seine replay``): send a ``frontier_event`` whose
-``new_urls`` carry ``via`` = `REFEED_NOW` (fetch again now, politely, with a
-conditional GET) or `REFEED_WHEN_DUE` (fetch when the URL's revisit time comes;
+``new_urls`` carry ``via`` = `Via.RECRAWL` (fetch again now, politely, with a
+conditional GET) or `Via.RECRAWL_WHEN_DUE` (fetch when the URL's revisit time comes;
 now if it never was fetched) to the frontier topic, on the partition of the URL's
 host. `refeed_messages` builds those messages; `send_refeed` sends them to a
 running crawl.
@@ -26,20 +26,11 @@ import topology
 from streams import codec
 from streams.core.freshness import Record, RevisitSchedule
 from streams.core.frontier import Frontier
-
-#: ``via`` of a re-fed URL: fetch it again now. Any ``via`` starting with "recrawl"
-#: counts (``seine replay`` sends "recrawl:replay").
-REFEED_NOW = "recrawl"
-#: ``via`` of a re-fed URL: fetch it again when its revisit time has come.
-REFEED_WHEN_DUE = "recrawl-when-due"
-#: ``via`` of a URL link-extract re-feeds because its body was not in the hand-off
-#: cache (streams/stages/link_extract.py): fetched again now whatever the host's trap
-#: budgets say (its first fetch was within them, and the page is not stored yet).
-REFEED_HANDOFF = "recrawl:handoff"
+from streams.core.provenance import Via
 
 
 def is_refeed(via: str | None) -> bool:
-    return bool(via) and str(via).startswith(REFEED_NOW)
+    return bool(via) and str(via).startswith(Via.RECRAWL)
 
 
 #: Most due revisits queued per frontier event (the rest wait for the next tick).
@@ -64,11 +55,11 @@ def handle(
         via = candidate.get("via")
         if not is_refeed(via):
             rest.append(candidate)
-        elif via == REFEED_HANDOFF:
+        elif via == Via.REFEED_HANDOFF:
             frontier.enqueue(
                 candidate["url"], candidate["depth"], candidate["priority"], within_budget=False
             )
-        elif revisits.refeed(candidate["url"], when_due=via == REFEED_WHEN_DUE):
+        elif revisits.refeed(candidate["url"], when_due=via == Via.RECRAWL_WHEN_DUE):
             frontier.enqueue(candidate["url"], candidate["depth"], candidate["priority"])
     for url, depth in revisits.due(partition, MAX_DUE_PER_EVENT):
         frontier.enqueue(url, depth)
@@ -80,7 +71,7 @@ def refeed_messages(
 ) -> dict[int, bytes]:
     """Frontier-topic messages (partition → encoded frontier_event) that re-feed `urls`
     (canonical URLs, or (URL, depth) pairs) for a recrawl."""
-    via = REFEED_WHEN_DUE if when_due else REFEED_NOW
+    via = Via.RECRAWL_WHEN_DUE if when_due else Via.RECRAWL
     grouped: dict[int, list[dict[str, Any]]] = {}
     for item in urls:
         url, depth = (item, 0) if isinstance(item, str) else item

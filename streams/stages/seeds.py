@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import topology
+from streams.core.provenance import Via
 from streams.core.seeds import InvalidSeed, parse_seed
 from streams.core.urls import host_of
 from streams.stages.context import Outbox, StageContext
-
-#: `via` of a seed candidate: url-filter exempts it from --same-host, url-seen records
-#: the seed's site in the scope table.
-SEED_VIA = "seed"
 
 
 def handle(ctx: StageContext, payload: bytes, out: Outbox) -> None:
@@ -26,8 +23,8 @@ def handle(ctx: StageContext, payload: bytes, out: Outbox) -> None:
     out.add(
         topology.URL_FILTER,
         ctx.host_partition(host_of(seed.url)),
-        {"url": seed.url, "depth": 0, "priority": seed.priority, "via": SEED_VIA},
+        {"url": seed.url, "depth": 0, "priority": seed.priority, "via": Via.SEED},
     )
 
 
-__all__ = ["SEED_VIA", "InvalidSeed", "handle"]
+__all__ = ["InvalidSeed", "handle"]

@@ -16,15 +16,10 @@ from typing import Any
 
 import topology
 from streams.core.filters import FilterConfig, Rejection, filter_url, vet
+from streams.core.provenance import Via
 from streams.core.sites import SiteRegistry
 from streams.core.urls import host_of, site_key
 from streams.stages.context import Outbox, crawl_log_record
-from streams.stages.seeds import SEED_VIA
-
-#: Prefix of `via` for a redirect target: "redirect:" + the URL that answered with it.
-#: A redirect from one host form of a site to the other settles the site's canonical
-#: form (see SiteRegistry.prefer); a plain link never does.
-REDIRECT_VIA_PREFIX = "redirect:"
 
 # One registry per table object, so its read cache lives as long as the table.
 _registries: dict[int, tuple[MutableMapping[str, Any], SiteRegistry]] = {}
@@ -44,9 +39,9 @@ def registry_for(sites: MutableMapping[str, Any] | SiteRegistry) -> SiteRegistry
 def _settle_by_redirect(registry: SiteRegistry, url: str, via: str | None) -> None:
     """If `url` is a redirect target on the other host form of its source's site,
     make that form the site's canonical one (the server serves the site there)."""
-    if not via or not via.startswith(REDIRECT_VIA_PREFIX):
+    if not via or not via.startswith(Via.REDIRECT):
         return
-    source_host = host_of(via[len(REDIRECT_VIA_PREFIX) :])
+    source_host = host_of(via[len(Via.REDIRECT) :])
     target_host = host_of(url)
     if (
         target_host
@@ -86,7 +81,7 @@ def handle(
             verdict = filter_url(
                 candidate["url"],
                 candidate["depth"],
-                seed_config if via == SEED_VIA else config,
+                seed_config if via == Via.SEED else config,
                 scope,
             )
         if isinstance(verdict, Rejection):
@@ -100,9 +95,9 @@ def handle(
                 )
             )
             continue
-        if via and (via == SEED_VIA or via.startswith(REDIRECT_VIA_PREFIX)):
+        if via and (via == Via.SEED or via.startswith(Via.REDIRECT)):
             # Seeds and redirect targets are kept apart: their `via` means something.
-            if via != SEED_VIA:
+            if via != Via.SEED:
                 _settle_by_redirect(registry, verdict, via)
             accepted = {**candidate, "url": canonicalize(verdict, is_canonical=True)}
             passed[(id(accepted),)] = accepted

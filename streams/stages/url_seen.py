@@ -19,19 +19,18 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from streams.core.bloom import BloomFilter
+from streams.core.provenance import Via
 from streams.core.registry import InlinkChange, key_of
 from streams.core.urls import host_of, site_key
 from streams.core.urlstate import (
     FRONTIER_STATE,
     RESEND,
-    RESEND_VIA,
     STAMP,
     registration_stamp,
     resend_due,
     retier_candidate,
 )
 from streams.stages.context import Outbox, crawl_log_record
-from streams.stages.url_filter import REDIRECT_VIA_PREFIX, SEED_VIA
 
 log = logging.getLogger("seine.url-seen")
 
@@ -141,7 +140,7 @@ def handle(
 
     Nothing registered is lost on the way to the frontier: each new URL's record is
     stamped with the time and `offset` (the url-seen message's), and a URL met again
-    whose record still has no frontier state is sent again, marked `RESEND_VIA`, when
+    whose record still has no frontier state is sent again, marked `Via.RESEND`, when
     this message is the one that registered it (a redelivery: the first send may
     have died with a killed worker), when the record has no stamp, or when the stamp
     is `resend_grace` seconds old (:func:`~streams.core.urlstate.resend_due`); the
@@ -164,7 +163,7 @@ def handle(
     confirmed = 0
     for candidate, url, maybe_seen, key in zip(candidates, urls, maybe, written, strict=True):
         via = candidate.get("via")
-        if via == SEED_VIA:
+        if via == Via.SEED:
             site = site_key(host_of(url))
             if site not in scope:
                 scope[site] = 1
@@ -178,18 +177,13 @@ def handle(
             if hit is not None and hit[1].find(FRONTIER_STATE, 8) < 0 and url not in resend:
                 due = resend_due(hit[1], now, offset, resend_grace)
                 if due == RESEND:
-                    resend[url] = {**candidate, "via": RESEND_VIA}
+                    resend[url] = {**candidate, "via": Via.RESEND}
                 elif due == STAMP:
                     restamp.append(url)
             kind = candidate.get("kind", "page")
             # A link from a page or a sitemap entry counts as an in-link; a seed or a
             # redirect target met again is not one more page pointing at the URL.
-            if (
-                kind == "page"
-                and via
-                and via != SEED_VIA
-                and not via.startswith(REDIRECT_VIA_PREFIX)
-            ):
+            if kind == "page" and via and via != Via.SEED and not via.startswith(Via.REDIRECT):
                 inlinks[url] = inlinks.get(url, 0) + int(candidate.get("inlinks") or 1)
             elif sitemap_ttl > 0 and kind == "sitemap":
                 sitemaps_again.append(candidate)

@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 
 from streams.core.frontier import PARK_AFTER_ERRORS, Frontier, Politeness
+from streams.core.provenance import Via
 from streams.core.registry import UrlRegistry, state_of, with_state
-from streams.core.urlstate import RESEND_VIA, RESUME_VIA, retier_candidate
+from streams.core.urlstate import retier_candidate
 from streams.stages import url_seen
 from tests.unit.frontier_registry_helpers import T0, Crawl, SeenOutbox, done
 
@@ -167,7 +168,7 @@ def test_a_sitemap_met_again_after_robots_ttl_is_read_again(tmp_path: Path) -> N
 
 
 def resent(url: str) -> dict[str, Any]:
-    return {"url": url, "depth": 1, "priority": 0, "via": RESEND_VIA, "inlinks": 1, "kind": "page"}
+    return {"url": url, "depth": 1, "priority": 0, "via": Via.RESEND, "inlinks": 1, "kind": "page"}
 
 
 def test_a_re_sent_url_is_queued_once_whatever_order_the_copies_come_in(tmp_path: Path) -> None:
@@ -222,7 +223,7 @@ def test_a_frontier_message_read_twice_queues_nothing_twice(tmp_path: Path) -> N
     # a resume over lost topics re-queues a URL whose record says it was in flight
     other = next(u for u in urls if u != first["url"])
     assert crawl.state(other)["s"] == "fetching"
-    resumed = {"url": other, "depth": 0, "priority": 0, "via": RESUME_VIA, "kind": "page"}
+    resumed = {"url": other, "depth": 0, "priority": 0, "via": Via.RESUME, "kind": "page"}
     crawl.handle(candidates=[resumed])
     assert crawl.frontier.queued == 1
 

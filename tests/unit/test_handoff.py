@@ -303,7 +303,7 @@ def test_a_body_not_in_the_cache_is_fetched_again_and_logged(tmp_path: Path) -> 
     assert ctx.handoff.stats.missed == 3
     assert all("hand-off cache" in r["reason"] and r["stage"] == "link-extract" for r in missed)
     for partition, _, item in out.frontier:
-        assert item["via"] == recrawl.REFEED_HANDOFF and recrawl.is_refeed(item["via"])
+        assert item["via"] == recrawl.Via.REFEED_HANDOFF and recrawl.is_refeed(item["via"])
         assert partition == ctx.url_partition(item["url"]) and item["depth"] == 1
     # no revisit record names a capture that was not stored, nor the links of one
     assert revisits.record("http://a.test/1") is None
@@ -387,7 +387,7 @@ def test_a_handoff_refeed_is_queued_past_the_host_budget() -> None:
     assert frontier.enqueue("http://a.test/2") is not None  # over budget: refused
     refeed = {"url": "http://a.test/1", "depth": 1, "priority": 0, "kind": "page"}
     event = {
-        "new_urls": [{**refeed, "via": recrawl.REFEED_HANDOFF}],
+        "new_urls": [{**refeed, "via": recrawl.Via.REFEED_HANDOFF}],
         "completions": [],
         "tick": False,
     }

@@ -8,8 +8,9 @@ from streams import codec
 from streams.core.freshness import RevisitPolicy, RevisitSchedule
 from streams.core.frontier import Frontier, Politeness
 from streams.core.partitioning import partition_for
+from streams.core.provenance import Via
 from streams.core.urls import site_key
-from streams.stages.recrawl import REFEED_NOW, REFEED_WHEN_DUE, handle, refeed_messages
+from streams.stages.recrawl import handle, refeed_messages
 
 POLICY = RevisitPolicy(min_interval=10.0, max_interval=100.0, initial_interval=20.0)
 
@@ -42,7 +43,7 @@ def test_refed_urls_skip_the_new_url_path_and_are_queued() -> None:
     revisits.fetched("http://a.test/x", fingerprint="f", headers=[], depth=1)
     rest = handle(
         0,
-        event([candidate("http://a.test/new"), candidate("http://a.test/x", REFEED_NOW)]),
+        event([candidate("http://a.test/new"), candidate("http://a.test/x", Via.RECRAWL)]),
         frontier,
         revisits,
         [],
@@ -54,7 +55,7 @@ def test_refed_urls_skip_the_new_url_path_and_are_queued() -> None:
 def test_refeed_when_due_waits_for_the_revisit_time() -> None:
     frontier, revisits, _records, clock = setup(track_all=False)
     revisits.fetched("http://a.test/x", fingerprint="f", headers=[], depth=1)
-    handle(0, event([candidate("http://a.test/x", REFEED_WHEN_DUE)]), frontier, revisits, [])
+    handle(0, event([candidate("http://a.test/x", Via.RECRAWL_WHEN_DUE)]), frontier, revisits, [])
     assert frontier.queued == 0
     clock.now += 20.0
     handle(0, event(), frontier, revisits, [])  # a tick
@@ -90,7 +91,7 @@ def test_refeed_messages_go_to_the_hosts_partition() -> None:
         for item in decoded["new_urls"]:
             host = item["url"].split("/")[2]
             assert partition_for(site_key(host), 4) == partition
-            assert item["via"] == REFEED_WHEN_DUE
+            assert item["via"] == Via.RECRAWL_WHEN_DUE
             seen.append(item["url"])
     assert sorted(seen) == sorted(urls)
     assert refeed_messages([("http://a.test/", 5)], 1) == {
@@ -98,7 +99,7 @@ def test_refeed_messages_go_to_the_hosts_partition() -> None:
             "frontier_event",
             {
                 "new_urls": [
-                    {"url": "http://a.test/", "depth": 5, "priority": 0, "via": REFEED_NOW}
+                    {"url": "http://a.test/", "depth": 5, "priority": 0, "via": Via.RECRAWL}
                 ],
                 "completions": [],
                 "tick": False,

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 import topology
 from streams.core.filters import FilterConfig
+from streams.core.provenance import Via
 from streams.core.sites import (
     SiteInfo,
     SiteRegistry,
@@ -28,7 +29,7 @@ from streams.core.sites import (
 from streams.core.urls import canonical, site_key
 from streams.stages import seeds as seeds_stage
 from streams.stages import url_filter
-from streams.stages.url_filter import REDIRECT_VIA_PREFIX, registry_for
+from streams.stages.url_filter import registry_for
 
 FAST = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -422,16 +423,14 @@ def test_a_redirect_to_the_other_form_settles_the_site_but_a_link_does_not() -> 
     assert out.urls[-1] == "http://example.com/"
     assert sites["example.com"]["settled"] is False
     # the server redirects example.com/ to www.example.com/: that form wins
-    redirect = candidates(
-        ["http://www.example.com/"], via=REDIRECT_VIA_PREFIX + "http://example.com/"
-    )
+    redirect = candidates(["http://www.example.com/"], via=Via.REDIRECT + "http://example.com/")
     url_filter.handle(0, redirect, config, set(), sites, out)  # type: ignore[arg-type]
     assert out.urls[-1] == "http://www.example.com/"
     assert sites["example.com"]["canonical"] == "www.example.com"
     url_filter.handle(0, candidates(["http://example.com/q"]), config, set(), sites, out)  # type: ignore[arg-type]
     assert out.urls[-1] == "http://www.example.com/q"
     # a redirect to another site settles nothing
-    other = candidates(["http://www.b.test/"], via=REDIRECT_VIA_PREFIX + "http://a.test/")
+    other = candidates(["http://www.b.test/"], via=Via.REDIRECT + "http://a.test/")
     url_filter.handle(0, other, config, set(), sites, out)  # type: ignore[arg-type]
     assert sites["b.test"]["settled"] is False
 
@@ -487,7 +486,6 @@ def _reference_url_filter(
 
     from streams.core.filters import Rejection, filter_url
     from streams.stages.context import crawl_log_record
-    from streams.stages.seeds import SEED_VIA
 
     registry = registry_for(sites)
     seed_config = replace(config, same_host=False)
@@ -495,7 +493,7 @@ def _reference_url_filter(
     for candidate in batch["urls"]:
         via = candidate.get("via")
         verdict = filter_url(
-            candidate["url"], candidate["depth"], seed_config if via == SEED_VIA else config, scope
+            candidate["url"], candidate["depth"], seed_config if via == Via.SEED else config, scope
         )
         if isinstance(verdict, Rejection):
             out.log(
@@ -511,7 +509,7 @@ def _reference_url_filter(
         url_filter._settle_by_redirect(registry, verdict, via)
         accepted = {**candidate, "url": registry.canonicalize(verdict, is_canonical=True)}
         via = accepted.get("via") or ""
-        if via == SEED_VIA or via.startswith(REDIRECT_VIA_PREFIX):
+        if via == Via.SEED or via.startswith(Via.REDIRECT):
             passed[(id(accepted),)] = accepted
             continue
         key = (accepted["url"], accepted.get("kind"))

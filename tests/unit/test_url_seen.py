@@ -9,8 +9,9 @@ from typing import Any, cast
 
 import pytest
 
+from streams.core.provenance import Via
 from streams.core.registry import UrlRegistry
-from streams.core.urlstate import RESEND, RESEND_VIA, STAMP, registration_stamp, resend_due
+from streams.core.urlstate import RESEND, STAMP, registration_stamp, resend_due
 from streams.stages.url_seen import SeenFilters, handle
 
 
@@ -164,7 +165,7 @@ def test_a_redelivered_message_sends_its_registered_urls_again_at_once(seen: Url
     ]
     clock.now += 1.0
     assert meet(seen, ["http://a.test/x"], offset=7, clock=clock) == [
-        ("http://a.test/x", RESEND_VIA)
+        ("http://a.test/x", Via.RESEND)
     ]
     # a different message meeting it within the grace period: the frontier may just
     # not have got to it yet
@@ -180,14 +181,14 @@ def test_a_registration_the_frontier_never_acted_on_is_sent_again_after_the_grac
     assert meet(seen, ["http://a.test/x"], offset=2, clock=clock) == []
     clock.now += 1.5
     assert meet(seen, ["http://a.test/x"], offset=3, clock=clock) == [
-        ("http://a.test/x", RESEND_VIA)
+        ("http://a.test/x", Via.RESEND)
     ]
     # the stamp was renewed: at most one re-send per grace period
     clock.now += 10.0
     assert meet(seen, ["http://a.test/x", "http://a.test/x"], offset=4, clock=clock) == []
     clock.now += 25.0
     assert meet(seen, ["http://a.test/x", "http://a.test/x"], offset=5, clock=clock) == [
-        ("http://a.test/x", RESEND_VIA)
+        ("http://a.test/x", Via.RESEND)
     ]
     # the links were counted all along
     state = seen.state("http://a.test/x")
@@ -215,7 +216,7 @@ def test_an_unstamped_registration_is_stamped_then_sent_after_the_grace(
     assert seen.state("http://a.test/old") == {"r": clock.now, "o": 1, "in": 2}
     clock.now += 30.0
     assert meet(seen, ["http://a.test/old"], offset=2, clock=clock) == [
-        ("http://a.test/old", RESEND_VIA)
+        ("http://a.test/old", Via.RESEND)
     ]
 
 
@@ -240,7 +241,7 @@ def test_a_re_sent_seed_keeps_its_depth_and_a_zero_grace_sends_only_redeliveries
         resend_grace=0,
     )
     assert [(i["url"], i["via"], i["depth"]) for i in sink.items] == [
-        ("http://a.test/", RESEND_VIA, 1)
+        ("http://a.test/", Via.RESEND, 1)
     ]
 
 
