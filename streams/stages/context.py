@@ -138,7 +138,7 @@ class Outbox:
         #: Offered each frontier event when it is due to be sent (after the rest of the
         #: flush is acknowledged): True means it was applied here, and is not sent. The
         #: fetch stage's: this worker's frontier applies its completions at once, see
-        #: `complete_at_fetch_end` in create_app.
+        #: `CrawlLoop.complete_at_fetch_end` (streams/runtime/crawl_loop.py).
         self.apply_frontier: Callable[[int, dict[str, Any]], Awaitable[bool]] | None = None
         #: Event-loop thread CPU seconds that passed inside flushes but were not the
         #: flush's own: other tasks run while it waits for deliveries, and
