@@ -133,7 +133,11 @@ STAGES: tuple[StageSpec, ...] = (
         doc="Validate and canonicalize seeds; send them through url-filter (site mapping).",
     ),
     StageSpec(
-        "url-seen", URL_SEEN, (FRONTIER,), ("seen",), doc="Pass each URL the first time only."
+        "url-seen",
+        URL_SEEN,
+        (FRONTIER, CRAWL_LOG),
+        ("seen",),
+        doc="Pass each URL the first time only (one it cannot key is logged as filtered).",
     ),
     StageSpec(
         "frontier",
@@ -153,7 +157,7 @@ STAGES: tuple[StageSpec, ...] = (
     StageSpec(
         "parse",
         PARSE,
-        (CONTENT_DEDUP, CRAWL_LOG),
+        (CONTENT_DEDUP,),
         doc="Title, text fingerprint, links, <base>, meta robots; the body stays in the "
         "worker's hand-off cache for link-extract (same host partition, same worker).",
     ),
