@@ -2,8 +2,10 @@
 workers crawl the demo web while (a) the broker node leading the most frontier
 partitions is SIGKILLed mid-crawl and restarted, (b) a worker is SIGKILLed and
 restarted, (c) a worker is added and another stopped (rebalances), (d) all of them in
-turn. Each test starts its own cluster under its tmp dir (not the session broker, so
-whatever `--broker` says); no Java or Maven is a failure, not a skip.
+turn. The four share one cluster, started for this module under a tmp dir (not the
+session broker, so whatever `--broker` says), each with an app id and topics of its
+own; each waits for every replica in sync before it starts. No Java or Maven is a
+failure, not a skip.
 
 Judged as bench/faults.py judges (which runs these bigger: `--broker kafka --nodes 3
 --scenario leader|worker|rebalance|all`): the crawl ends by itself (every page stored,
@@ -17,13 +19,18 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from bench.faults import FaultPlan, run_on_own_broker
+from bench.faults import FaultPlan, run
+from bench.faults_harness import replicas_in_sync, wait_for
 from streams.demo.webgen import WebSpec
+from streams.kafka_local import KafkaCluster
+
+NODES = 3
 
 #: Small, but each host's crawl outlasts the faults: 30 pages 0.3 s apart are 9 s a
 #: host before any fault, and a broker's kill stalls a third of the partitions ~10 s.
@@ -46,15 +53,31 @@ PLANS = {
 }
 
 
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+    # one cluster for the four: starting three nodes takes ~12 s of the suite each time
+    with KafkaCluster(tmp_path_factory.mktemp("kafka3"), NODES) as started:
+        yield started
+
+
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("scenario", list(PLANS))
 def test_three_node_kafka_faults(
-    scenario: str, tmp_path: Path, record_property: Callable[[str, object], None]
+    scenario: str,
+    cluster: KafkaCluster,
+    tmp_path: Path,
+    record_property: Callable[[str, object], None],
 ) -> None:
     plan = PLANS[scenario]
     # the workers start together: Kafka's group settles them, unlike Tansu's
     plan = dataclasses.replace(plan, stagger=False, deadline=240.0)
-    report = run_on_own_broker(tmp_path, plan, "kafka", nodes=3, say=print)
+    # a scenario before this one may have killed and restarted a node
+    wait_for(
+        lambda: replicas_in_sync(cluster.bootstrap, NODES),
+        time.monotonic() + 60,
+        "every replica in sync before the faults",
+    )
+    report = run(cluster, tmp_path, plan, say=print)
     (tmp_path / "report.json").write_text(json.dumps(report, indent=1), encoding="utf-8")
     print(json.dumps(report, indent=1))
     record_property("report", report)
