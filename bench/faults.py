@@ -1,4 +1,4 @@
-"""Fault harness (issue 11): 3 workers crawl the demo web while faults hit them every few
+"""Fault harness: 3 workers crawl the demo web while faults hit them every few
 seconds, several times. Judged by the page stores and the demo server's own request log:
 
     .venv/bin/python bench/faults.py                 # 12 hosts x 25 pages, 3 kills

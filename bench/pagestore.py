@@ -8,7 +8,7 @@ Run:  .venv/bin/python bench/pagestore.py                  (1,000,000 pages: 2.9
       .venv/bin/python bench/pagestore.py --keep, then --reuse DIR   (re-run the reads)
       .venv/bin/python bench/pagestore.py --reuse DIR --no-sqlite --warm-only   (~20 s)
 
-What it answers (issue 8): can one worker's page store serve 10,000 random reads by URL
+What it answers: can one worker's page store serve 10,000 random reads by URL
 in <= 1 s with p99 <= 1 ms, does that stay flat as the store grows, and what does writing
 cost -- each next to the obvious alternative, a SQLite table ``url TEXT PRIMARY KEY, body
 BLOB`` in WAL mode, fed the *same* pages in transactions of the same batch size.

@@ -5,7 +5,7 @@ Run:  .venv/bin/python bench/shortlinks.py                       (embedded broke
       .venv/bin/python bench/shortlinks.py --client raw          (a Python client, no wrk)
       .venv/bin/python bench/shortlinks.py --bootstrap HOST:PORT  (an existing broker)
 
-What it answers (issue 9): can one worker answer >= 5,000 redirects/s on one core with
+What it answers: can one worker answer >= 5,000 redirects/s on one core with
 p99 <= 5 ms, and how fast does it create links.
 
 How it measures, and why:

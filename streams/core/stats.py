@@ -250,7 +250,7 @@ def stage_breakdown(
     """One line per crawl: each stage's items/s, messages and share of the worker's CPU.
 
     Why: the next bottleneck of the pipeline should be visible from any crawl run
-    with ``--log-level info`` (issue 3), without a profiler. ``cpu_s`` is the
+    with ``--log-level info``, without a profiler. ``cpu_s`` is the
     event-loop thread's time inside each stage's agent; the rest of the worker's CPU
     (HTTP client, Kafka consumer and producer threads, Faust, timers) is "other".
     """

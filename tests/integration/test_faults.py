@@ -1,4 +1,4 @@
-"""Faults (issue 11): three workers of one app crawl the demo web while one of them is
+"""Faults: three workers of one app crawl the demo web while one of them is
 SIGKILLed every few seconds and restarted, three times. Judged by the page stores and the
 demo server's own request log (bench/faults.py, which this runs small; run it bigger there):
 

@@ -1,4 +1,4 @@
-"""Poison input on every topic (issue 11): bytes that are not the schema, an oversized
+"""Poison input on every topic: bytes that are not the schema, an oversized
 message, and a URL of 100 KB each end in dead-letters with a reason — and the agents
 carry on: the crawl that runs over the poisoned topics stores every reachable page.
 

@@ -1,4 +1,4 @@
-"""Resume (issue 11): an embedded `seine crawl` stopped with Ctrl-C, or killed with
+"""Resume: an embedded `seine crawl` stopped with Ctrl-C, or killed with
 SIGKILL, then started again over the same --data-dir, finishes the crawl with nothing
 lost, every page stored once, and no stored page fetched again — judged by the demo
 server's own request log and the page store.

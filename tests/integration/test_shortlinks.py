@@ -1,6 +1,6 @@
 """Short links over HTTP against real workers (`seine worker --web-port`) on the shared broker.
 
-Every rule of issue 9 is exercised from the outside, the way a client sees it, on a
+Every rule of short links is exercised from the outside, the way a client sees it, on a
 cluster of two workers of one app: each owns some partitions, so requests sent to the
 first worker are served by it or forwarded to the second, as in production. Each test
 talks from its own loopback source address (127.0.0.x), because the API's rate limit

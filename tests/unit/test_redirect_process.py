@@ -2,7 +2,7 @@
 the way Faust's rocksdict store opens them (the primary, written here as the worker
 would) and read through a RocksDB secondary instance, as the process does.
 
-What must hold (issue 9's guarantees, now outside the worker): only codes issued on a
+What must hold (the short-link guarantees, outside the worker): only codes issued on a
 partition the worker owns are answered here; anything not found, expired, or on
 another partition goes to the worker (FORWARD), which decides 404/410/503; a link
 written after the reader opened is found (catch-up with the primary), and catch-ups are
