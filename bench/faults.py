@@ -310,7 +310,7 @@ def run(
         )
     app_id = f"faults{uuid.uuid4().hex[:8]}"
     settings = resolve_replication(
-        Settings(app_id=app_id, bootstrap=broker.bootstrap, partitions=plan.partitions)
+        Settings.of(app_id=app_id, bootstrap=broker.bootstrap, partitions=plan.partitions)
     )
     ensure_topics(settings)
     log = tmp_path / "requests.jsonl"

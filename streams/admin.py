@@ -26,7 +26,7 @@ class TopologyMismatch(ValueError):
 
 def expected_partitions(settings: Settings) -> dict[str, int]:
     return {
-        topology.topic_name(settings.app_id, spec): settings.partitions if spec.scaled else 1
+        topology.topic_name(settings.app_id, spec): settings.kafka.partitions if spec.scaled else 1
         for spec in topology.TOPICS + topology.SERVICE_TOPICS
     }
 
@@ -56,12 +56,12 @@ def cluster_info(bootstrap: str, timeout: float = 10.0) -> tuple[int, str]:
 def resolve_replication(settings: Settings) -> Settings:
     """Settings fitted to the cluster they point at: the replication factor and
     min.insync.replicas the topics get (-1 means min(3, brokers) and min(2, replication
-    factor)), and the Tansu workarounds off on any other broker (Settings.tansu_fixes)."""
-    brokers, cluster_id = cluster_info(settings.bootstrap)
-    rf = settings.replication_factor
+    factor)), and the Tansu workarounds off on any other broker (Settings.kafka.tansu_fixes)."""
+    brokers, cluster_id = cluster_info(settings.kafka.bootstrap)
+    rf = settings.kafka.replication_factor
     if rf < 1:
         rf = min(3, max(1, brokers))
-    min_isr = settings.min_insync_replicas
+    min_isr = settings.kafka.min_insync_replicas
     if min_isr < 1:
         min_isr = min(2, rf)
     if min_isr > rf:
@@ -77,8 +77,8 @@ def resolve_replication(settings: Settings) -> Settings:
 
 def topic_configs(settings: Settings) -> dict[str, str]:
     """Configs of every topic Seine or Faust creates, beyond partitions and replicas."""
-    if settings.replication_factor > 1 and settings.min_insync_replicas > 0:
-        return {"min.insync.replicas": str(settings.min_insync_replicas)}
+    if settings.kafka.replication_factor > 1 and settings.kafka.min_insync_replicas > 0:
+        return {"min.insync.replicas": str(settings.kafka.min_insync_replicas)}
     return {}
 
 
@@ -118,7 +118,7 @@ def _create(admin: AdminClient, missing: list[NewTopic], timeout: float) -> list
 
 def ensure_topics(settings: Settings, timeout: float = 20.0) -> list[str]:
     """Create missing topics; returns the names created. Raises on a partition mismatch."""
-    admin = AdminClient({"bootstrap.servers": settings.bootstrap})
+    admin = AdminClient({"bootstrap.servers": settings.kafka.bootstrap})
     metadata = admin.list_topics(timeout=timeout)
     wanted = expected_partitions(settings)
     for name, count in wanted.items():
@@ -133,7 +133,7 @@ def ensure_topics(settings: Settings, timeout: float = 20.0) -> list[str]:
         NewTopic(
             name,
             num_partitions=count,
-            replication_factor=settings.replication_factor,
+            replication_factor=settings.kafka.replication_factor,
             config=topic_configs(settings),
         )
         for name, count in wanted.items()
@@ -154,14 +154,14 @@ def ensure_changelogs(
     PartitionsMismatch until the next metadata refresh (minutes on Apache Kafka, which
     does not auto-create topics). Seen on a loaded 2-core machine: every seed of a
     crawl went to the dead letters."""
-    admin = AdminClient({"bootstrap.servers": settings.bootstrap})
+    admin = AdminClient({"bootstrap.servers": settings.kafka.bootstrap})
     existing = admin.list_topics(timeout=timeout).topics
     config = {"cleanup.policy": "compact", **topic_configs(settings)}
     missing = [
         NewTopic(
             name,
             num_partitions=count,
-            replication_factor=settings.replication_factor,
+            replication_factor=settings.kafka.replication_factor,
             config=config,
         )
         for name, count in topics.items()
@@ -233,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
             "replication_factor": args.replication_factor,
         }
     )
-    if not settings.bootstrap:
+    if not settings.kafka.bootstrap:
         print("streams.admin: --bootstrap (or SEINE_BOOTSTRAP) is required", file=sys.stderr)
         return 2
     deadline = time.monotonic() + args.wait

@@ -79,42 +79,42 @@ log = logging.getLogger("seine")
 
 def faust_app(settings: Settings) -> faust.App:
     data = Path(settings.data_dir)
-    set_fetch_max_wait(settings.fetch_max_wait_ms)
+    set_fetch_max_wait(settings.kafka.fetch_max_wait_ms)
     guard_commits()
     hold_gaps()
-    refetch_skips(enabled=settings.tansu_fixes)
-    if settings.tansu_fixes:
-        verify_highwaters(settings.bootstrap)
+    refetch_skips(enabled=settings.kafka.tansu_fixes)
+    if settings.kafka.tansu_fixes:
+        verify_highwaters(settings.kafka.bootstrap)
     else:
         stop_verifying_highwaters()
     return faust.App(
         settings.app_id,
-        broker=f"kafka://{settings.bootstrap}",
+        broker=f"kafka://{settings.kafka.bootstrap}",
         store="rocksdb://",
         datadir=str(data / "faust"),
-        topic_partitions=settings.partitions,
+        topic_partitions=settings.kafka.partitions,
         # Faust's own default is 1: a changelog on one broker is lost with that broker.
-        topic_replication_factor=max(settings.replication_factor, 1),
+        topic_replication_factor=max(settings.kafka.replication_factor, 1),
         topic_allow_declare=True,
         topic_disable_leader=True,
-        web_enabled=settings.web_enabled,
-        web_bind=settings.web_bind,
-        web_port=settings.web_port,
-        broker_session_timeout=settings.session_timeout,
-        broker_rebalance_timeout=settings.rebalance_timeout,
-        broker_heartbeat_interval=settings.heartbeat_interval,
+        web_enabled=settings.web.web_enabled,
+        web_bind=settings.web.web_bind,
+        web_port=settings.web.web_port,
+        broker_session_timeout=settings.kafka.session_timeout,
+        broker_rebalance_timeout=settings.kafka.rebalance_timeout,
+        broker_heartbeat_interval=settings.kafka.heartbeat_interval,
         consumer_auto_offset_reset="earliest",
         producer_max_request_size=16 * 1024 * 1024,
-        consumer_max_fetch_size=settings.consumer_fetch_bytes,
-        broker_max_poll_records=settings.max_poll_records,
+        consumer_max_fetch_size=settings.kafka.consumer_fetch_bytes,
+        broker_max_poll_records=settings.kafka.max_poll_records,
         producer_linger_ms=2,
         stream_buffer_maxsize=4096,
         table_cleanup_interval=60.0,
         Monitor=QuietMonitor,
         Table=ProducedTable,
-        table_standby_replicas=settings.standby_replicas,
-        recovery_consistency_check=settings.recovery_consistency_check,
-        broker_commit_interval=settings.commit_interval,
+        table_standby_replicas=settings.kafka.standby_replicas,
+        recovery_consistency_check=settings.kafka.recovery_consistency_check,
+        broker_commit_interval=settings.kafka.commit_interval,
     )
 
 
@@ -123,15 +123,17 @@ def create_app(settings: Settings) -> SeineApp:
     stage of `topology.STAGES` (a step each, `_stage_steps`), the frontier ⇄ fetch
     loop's local paths (`topology.LOCAL_PATHS`, `CrawlLoop`), the worker's timers
     (`Supervisor`) and the web services."""
-    if not settings.bootstrap:
-        raise ValueError("settings.bootstrap is empty: start a broker (or the embedded one) first")
-    if settings.event_loop == "uvloop":
+    if not settings.kafka.bootstrap:
+        raise ValueError(
+            "settings.kafka.bootstrap is empty: start a broker (or the embedded one) first"
+        )
+    if settings.worker.event_loop == "uvloop":
         # Before the app exists: building it (tables, agents, the producer hooks) takes
         # the thread's event loop, so choosing uvloop in run_worker, as Seine did, was
         # too late and every worker ran on asyncio's selector loop.
         mode.loop.use("uvloop")
     # before any thread allocates: the producer's and RocksDB's threads come next
-    allocator.limit_arenas(settings.malloc_arenas)
+    allocator.limit_arenas(settings.worker.malloc_arenas)
     app = faust_app(settings)
     ctx = StageContext(app, settings)
     app.seine_producer = ctx.producer  # type: ignore[attr-defined]
@@ -148,24 +150,26 @@ def create_app(settings: Settings) -> SeineApp:
     )
     revisits = RevisitSchedule(
         tables["revisits"],
-        RevisitPolicy(settings.revisit_min, settings.revisit_max, settings.revisit_initial),
+        RevisitPolicy(
+            settings.crawl.revisit_min, settings.crawl.revisit_max, settings.crawl.revisit_initial
+        ),
         ctx.url_partition,
-        track_all=settings.recrawl,
+        track_all=settings.crawl.recrawl,
     )
     store = PageStore(
         Path(settings.data_dir) / "pages",
-        segment_max_bytes=settings.segment_max_bytes,
+        segment_max_bytes=settings.worker.segment_max_bytes,
         writer_id=settings.worker_id or None,
     )
     fetch_stage = FetchStage(
         ctx,
         Fetcher(_fetch_config(settings)),
-        settings.max_in_flight,
+        settings.fetch.max_in_flight,
         sitemaps=SitemapConfig(
-            enabled=settings.sitemaps,
-            probe=settings.sitemap_probe,
-            max_depth=settings.sitemap_max_depth,
-            max_bytes=settings.max_sitemap_bytes,
+            enabled=settings.crawl.sitemaps,
+            probe=settings.crawl.sitemap_probe,
+            max_depth=settings.crawl.sitemap_max_depth,
+            max_bytes=settings.fetch.max_sitemap_bytes,
         ),
         revisits=revisits,
         claim=the_frontier.claim,
@@ -180,9 +184,9 @@ def create_app(settings: Settings) -> SeineApp:
         raise ValueError(f"steps for stages topology does not declare: {sorted(steps)}")
     loop.install()
     Supervisor(seine, tables.values()).install()
-    register_shortlinks(app, settings, table, click_count_window=settings.link_click_window)
+    register_shortlinks(app, settings, table, click_count_window=settings.web.link_click_window)
     register_pages(app, settings, store, ctx.url_partition)
-    if settings.web_enabled:
+    if settings.web.web_enabled:
         register_observe(seine)
     return seine
 
@@ -197,7 +201,7 @@ def _table_factory(app: faust.App, settings: Settings) -> Any:
         return app.Table(
             name,
             default=None,
-            partitions=settings.partitions,
+            partitions=settings.kafka.partitions,
             key_type=str,
             options=options,
             extra_topic_configs=changelog_configs,
@@ -215,7 +219,7 @@ def _declare_tables(app: faust.App, settings: Settings, table: Any) -> dict[str,
         name="seen",
         default=None,
         beacon=app.tables.beacon,
-        partitions=settings.partitions,
+        partitions=settings.kafka.partitions,
         key_type=bytes,
         value_type=bytes,
         extra_topic_configs=topic_configs(settings),
@@ -239,30 +243,30 @@ def _declare_tables(app: faust.App, settings: Settings, table: Any) -> dict[str,
 
 def _politeness(settings: Settings) -> Politeness:
     return Politeness(
-        delay=settings.delay,
-        max_crawl_delay=settings.max_crawl_delay,
-        response_time_factor=settings.response_time_factor,
-        user_agent=settings.user_agent,
-        fetch_lease=settings.fetch_lease,
-        robots_retry=settings.robots_retry,
-        robots_ttl=settings.robots_ttl,
-        max_retry_wait=settings.max_retry_wait,
-        max_pages=settings.max_pages,
-        max_host_pages=settings.max_host_pages,
-        max_host_queue=settings.max_host_queue,
+        delay=settings.crawl.delay,
+        max_crawl_delay=settings.crawl.max_crawl_delay,
+        response_time_factor=settings.crawl.response_time_factor,
+        user_agent=settings.fetch.user_agent,
+        fetch_lease=settings.fetch.fetch_lease,
+        robots_retry=settings.crawl.robots_retry,
+        robots_ttl=settings.crawl.robots_ttl,
+        max_retry_wait=settings.crawl.max_retry_wait,
+        max_pages=settings.crawl.max_pages,
+        max_host_pages=settings.crawl.max_host_pages,
+        max_host_queue=settings.crawl.max_host_queue,
     )
 
 
 def _fetch_config(settings: Settings) -> FetchConfig:
     return FetchConfig(
-        user_agent=settings.user_agent,
-        connect_timeout=settings.connect_timeout,
-        read_timeout=settings.read_timeout,
-        total_timeout=settings.total_timeout,
-        max_body_bytes=settings.max_body_bytes,
-        allow_private=settings.allow_private,
-        resolve=dict(settings.resolve),
-        max_sitemap_bytes=settings.max_sitemap_bytes,
+        user_agent=settings.fetch.user_agent,
+        connect_timeout=settings.fetch.connect_timeout,
+        read_timeout=settings.fetch.read_timeout,
+        total_timeout=settings.fetch.total_timeout,
+        max_body_bytes=settings.fetch.max_body_bytes,
+        allow_private=settings.fetch.allow_private,
+        resolve=dict(settings.fetch.resolve),
+        max_sitemap_bytes=settings.fetch.max_sitemap_bytes,
     )
 
 
@@ -273,10 +277,14 @@ def _stage_steps(
     functions of streams.stages with this worker's tables and parts bound in."""
     ctx, settings = seine.ctx, seine.settings
     seen_table = tables["seen"]
-    seen_filters = url_seen.SeenFilters(settings.bloom_capacity, settings.bloom_error_rate)
+    seen_filters = url_seen.SeenFilters(
+        settings.crawl.bloom_capacity, settings.crawl.bloom_error_rate
+    )
     ctx.seen_filters = seen_filters
     seen_table.store.on_partition_change.append(seen_filters.drop)
-    filter_config = FilterConfig(max_depth=settings.max_depth, same_host=settings.same_host)
+    filter_config = FilterConfig(
+        max_depth=settings.crawl.max_depth, same_host=settings.crawl.same_host
+    )
     fetch_stage, store = seine.fetch, seine.store
     return {
         "seeds": (lambda p, payload, out: seeds.handle(ctx, payload, out), {"decode": False}),
@@ -289,9 +297,9 @@ def _stage_steps(
                 seen_filters,
                 seen_table.store.partition_keys,
                 out,
-                sitemap_ttl=settings.robots_ttl if settings.sitemaps else 0.0,
+                sitemap_ttl=settings.crawl.robots_ttl if settings.crawl.sitemaps else 0.0,
                 offset=current_offset(),
-                resend_grace=settings.resend_grace,
+                resend_grace=settings.crawl.resend_grace,
             ),
             {},
         ),
@@ -328,11 +336,11 @@ def tune_gc(settings: Settings) -> None:
     redirects, and every stage's latency) on a busy worker. With Python's gen0
     threshold of 700 a busy worker then still spent ~2% of its CPU in young
     collections (~75 a second, each ~0.17 ms, finding next to nothing: its garbage
-    is freed by reference counting), hence `Settings.gc_threshold`.
+    is freed by reference counting), hence `Settings.worker.gc_threshold`.
     """
     gc.collect()
     gc.freeze()
-    thresholds = gc_thresholds(settings.gc_threshold)
+    thresholds = gc_thresholds(settings.worker.gc_threshold)
     if thresholds:
         gc.set_threshold(*thresholds)
 
@@ -344,7 +352,7 @@ def create_topics(seine: SeineApp) -> list[str]:
     Returns the names created."""
     settings = seine.settings
     changelogs = {
-        table.changelog_topic.get_topic_name(): table.partitions or settings.partitions
+        table.changelog_topic.get_topic_name(): table.partitions or settings.kafka.partitions
         for table in seine.app.tables.values()
     }
     return ensure_topics(settings) + ensure_changelogs(settings, changelogs)

@@ -219,7 +219,7 @@ async def refetch_skipped(
         yield tp, message
 
 
-#: Whether `refetch_skips`' wrapper re-reads (Settings.tansu_fixes): the patch is
+#: Whether `refetch_skips`' wrapper re-reads (Settings.kafka.tansu_fixes): the patch is
 #: installed once per process, the choice is the latest app's.
 _refetch_state = {"enabled": True}
 
@@ -228,7 +228,7 @@ def refetch_skips(limit: int = 3, *, enabled: bool = True) -> None:
     """Patch Faust's consumer so a fetch that skipped offsets is re-done at once
     (`refetch_skipped`).
 
-    A Tansu 0.6.0 workaround (Settings.tansu_fixes): there a fetch handed on a record
+    A Tansu 0.6.0 workaround (Settings.kafka.tansu_fixes): there a fetch handed on a record
     past offsets it never delivered, outside any rebalance (a link-extract record
     skipped 5 s into a 2-worker crawl). On Apache Kafka 4.4.0 it never acted in the
     3-node fault tests (every jump came with a rebalance's seek: hold_gaps), so it

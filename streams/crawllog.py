@@ -74,25 +74,27 @@ def read_crawl_log(
     from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
 
     topic = topology.topic_name(settings.app_id, topology.CRAWL_LOG)
-    consumer = _consumer(settings.bootstrap)
+    consumer = _consumer(settings.kafka.bootstrap)
     read = read if read is not None else LogRead()
     try:
         metadata = consumer.list_topics(timeout=10)
         info = metadata.topics.get(topic)
         if info is None or info.error is not None or not info.partitions:
-            raise CrawlNotFound(f"topic {topic} not found on {settings.bootstrap}")
+            raise CrawlNotFound(f"topic {topic} not found on {settings.kafka.bootstrap}")
         partitions = sorted(info.partitions)
         read.partitions = len(partitions)
         ends: dict[int, int] = {}
         for p in partitions:
             _low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
             ends[p] = high
-        if settings.tansu_fixes:
+        if settings.kafka.tansu_fixes:
             # Tansu lists a partition's end as its last record batch's start plus one:
             # reading up to that missed the rest of the last batch (`seine status`
             # counted 3 pages fetched of the 6 the worker had logged).
             listed = {(topic, p): end for p, end in ends.items()}
-            ends = {p: end for (_t, p), end in true_highwaters(settings.bootstrap, listed).items()}
+            ends = {
+                p: end for (_t, p), end in true_highwaters(settings.kafka.bootstrap, listed).items()
+            }
         read.end_offsets = dict(ends)
         starts = {p: OFFSET_BEGINNING for p in partitions}
         if from_offset is not None:
@@ -147,8 +149,8 @@ def group_lag(settings: Settings) -> dict[str, int]:
     from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": settings.bootstrap})
-    consumer = _consumer(settings.bootstrap)
+    admin = AdminClient({"bootstrap.servers": settings.kafka.bootstrap})
+    consumer = _consumer(settings.kafka.bootstrap)
     lag: dict[str, int] = {}
     try:
         metadata = consumer.list_topics(timeout=10)
@@ -186,7 +188,7 @@ def group_lag(settings: Settings) -> dict[str, int]:
 def dead_letter_count(settings: Settings) -> int:
     from confluent_kafka import TopicPartition
 
-    consumer = _consumer(settings.bootstrap)
+    consumer = _consumer(settings.kafka.bootstrap)
     try:
         name = topology.topic_name(settings.app_id, topology.DEAD_LETTERS)
         info = consumer.list_topics(timeout=10).topics.get(name)
@@ -197,9 +199,9 @@ def dead_letter_count(settings: Settings) -> int:
         for p in info.partitions:
             low, high = consumer.get_watermark_offsets(TopicPartition(name, p), timeout=10)
             lows[(name, p)], highs[(name, p)] = low, high
-        if settings.tansu_fixes:
+        if settings.kafka.tansu_fixes:
             # Tansu lists a partition's end short of its last batch's later records
-            highs = true_highwaters(settings.bootstrap, highs)
+            highs = true_highwaters(settings.kafka.bootstrap, highs)
         return sum(highs[tp] - lows[tp] for tp in highs)
     finally:
         consumer.close()
@@ -215,7 +217,7 @@ def status_report(
     """The text `seine status` prints."""
     now = time.time()
     o = tally.outcomes
-    lines = [f"crawl {settings.app_id!r} on {settings.bootstrap}"]
+    lines = [f"crawl {settings.app_id!r} on {settings.kafka.bootstrap}"]
     if not tally.records:
         lines.append("crawl log: empty (nothing fetched yet)")
     else:
@@ -303,11 +305,11 @@ def refeed(settings: Settings, urls: dict[str, dict[str, Any]]) -> int:
     from confluent_kafka import Producer
 
     topic = topology.topic_name(settings.app_id, topology.FRONTIER)
-    producer = Producer({"bootstrap.servers": settings.bootstrap})
+    producer = Producer({"bootstrap.servers": settings.kafka.bootstrap})
     metadata = producer.list_topics(timeout=10)
     info = metadata.topics.get(topic)
     if info is None or info.error is not None or not info.partitions:
-        raise CrawlNotFound(f"topic {topic} not found on {settings.bootstrap}")
+        raise CrawlNotFound(f"topic {topic} not found on {settings.kafka.bootstrap}")
     count = len(info.partitions)
     by_partition: dict[int, list[dict[str, Any]]] = {}
     for url, record in urls.items():

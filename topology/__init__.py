@@ -12,7 +12,7 @@ key (host without "www."), chosen by the producer with `host_partition` below,
 so one partition (and so one worker) owns all of a host's URLs, queue, robots
 rules and politeness clock. content-dedup is keyed by content fingerprint so
 identical pages from any host meet in one partition. Nothing here reads settings:
-the partition count of "scaled" topics comes from Settings.partitions when the app
+the partition count of "scaled" topics comes from Settings.kafka.partitions when the app
 is built.
 """
 
@@ -34,7 +34,7 @@ class TopicSpec:
     name: str
     key: Keying
     schema: str
-    #: True: the topic has Settings.partitions partitions. False: a single partition.
+    #: True: the topic has Settings.kafka.partitions partitions. False: a single partition.
     scaled: bool = True
     doc: str = ""
 
@@ -194,8 +194,8 @@ class LocalPath:
     """A hop between two stages that stays inside the worker holding both partitions
     (the topics are co-partitioned), in place of its topic: the topic carries only
     what the worker could not pass on itself (another worker holds the partition, a
-    rebalance or a drain is under way). `setting` is the Settings flag that turns it
-    on (None: always)."""
+    rebalance or a drain is under way). `setting` is the setting whose zero turns it
+    off (None: always on)."""
 
     source: str
     target: str
@@ -209,7 +209,7 @@ LOCAL_PATHS: tuple[LocalPath, ...] = (
         "frontier",
         "fetch",
         FETCH,
-        "local_dispatch",
+        None,
         doc="A dispatched request starts in the frontier's own worker, once the table "
         "records naming it are acknowledged.",
     ),
@@ -217,7 +217,7 @@ LOCAL_PATHS: tuple[LocalPath, ...] = (
         "fetch",
         "frontier",
         FRONTIER,
-        "local_completion",
+        None,
         doc="A fetch's completion is applied by the worker's frontier at its end, once "
         "its page is acknowledged; the host's next fetch is dispatched there and then.",
     ),
@@ -225,7 +225,7 @@ LOCAL_PATHS: tuple[LocalPath, ...] = (
         "parse",
         "link-extract",
         None,
-        None,
+        "handoff_cache_bytes",
         doc="The page body stays in the worker's hand-off cache; content-dedup and "
         "link-extract messages carry its digest (a miss fetches the page again).",
     ),
@@ -241,7 +241,7 @@ def diagram() -> str:
 
     Three tables: each stage with the topic it consumes, the topics it may produce to
     and its tables; each topic with its keying, partition count ("N":
-    Settings.partitions), value schema and consuming stage; and the hops that stay
+    Settings.kafka.partitions), value schema and consuming stage; and the hops that stay
     inside a worker (LOCAL_PATHS) with the topic each stands in for.
     """
     from collections.abc import Sequence
@@ -274,7 +274,7 @@ def diagram() -> str:
         (
             f"{path.source} -> {path.target}",
             path.stands_for.name if path.stands_for else "-",
-            path.setting or "(always)",
+            path.setting or "(always on)",
         )
         for path in LOCAL_PATHS
     ]
@@ -283,7 +283,7 @@ def diagram() -> str:
         "",
         *table(("topic", "key", "partitions", "schema", "consumed by"), topic_rows),
         "",
-        *table(("local path", "in place of", "setting"), path_rows),
+        *table(("local path", "in place of", "off when 0"), path_rows),
     ]
     return "\n".join(lines) + "\n"
 

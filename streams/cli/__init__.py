@@ -49,7 +49,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_crawl(settings, seeds, args.until_idle, drain_on_sigint=True)
         if args.command == "worker":
             settings = _settings_from(args)
-            if not settings.bootstrap:
+            if not settings.kafka.bootstrap:
                 print("seine worker: --bootstrap (or SEINE_BOOTSTRAP) is required", file=sys.stderr)
                 return 2
             return run_crawl(settings, [], until_idle=False)

@@ -23,7 +23,7 @@ EMBEDDED_GROUP_TIMEOUTS: dict[str, Any] = {
     # Tansu's highwaters lag offsets it has served (see Settings): local tables win.
     "recovery_consistency_check": False,
     # Every worker of an embedded broker shares one machine: a standby there would
-    # double the table work (Settings.standby_replicas) and survive nothing more.
+    # double the table work (Settings.kafka.standby_replicas) and survive nothing more.
     "standby_replicas": 0,
 }
 
@@ -42,12 +42,8 @@ LOCAL_KAFKA_TUNING: dict[str, Any] = {
 
 def _tuned(settings: Settings, tuning: dict[str, Any]) -> dict[str, Any]:
     """The tuning values for settings the user left at their defaults."""
-    defaults = Settings()
-    return {
-        name: value
-        for name, value in tuning.items()
-        if getattr(settings, name) == getattr(defaults, name)
-    }
+    now, defaults = settings.flat(), Settings().flat()
+    return {name: value for name, value in tuning.items() if now[name] == defaults[name]}
 
 
 def _resume_from_tables(settings: Settings) -> Any:
@@ -58,7 +54,7 @@ def _resume_from_tables(settings: Settings) -> Any:
 
     for worker_data in [Path(settings.data_dir), *Path(settings.data_dir).glob("worker-*")]:
         forget_changelog_offsets(worker_data)
-    return plan_resume(settings.data_dir, settings.partitions)
+    return plan_resume(settings.data_dir, settings.kafka.partitions)
 
 
 def _push_plan(effective: Settings, plan: Any) -> None:
@@ -66,7 +62,7 @@ def _push_plan(effective: Settings, plan: Any) -> None:
     from streams.resume import push_resume
 
     ensure_topics(effective)
-    push_resume(effective.bootstrap, effective.app_id, plan)
+    push_resume(effective.kafka.bootstrap, effective.app_id, plan)
     print(
         f"seine: resuming an interrupted crawl: {plan.lost_count} of {plan.seen} seen "
         f"URLs re-queued, {plan.link_count} links of {plan.stored_pages} stored pages "
@@ -79,10 +75,10 @@ def _push_plan(effective: Settings, plan: Any) -> None:
 @contextlib.contextmanager
 def broker_for(settings: Settings) -> Iterator[Settings]:
     """Yield settings pointing at a broker: the given one, or one started for the
-    duration (Settings.broker), with the topics' replication resolved."""
+    duration (Settings.kafka.broker), with the topics' replication resolved."""
     from streams.admin import resolve_replication
 
-    if settings.bootstrap:
+    if settings.kafka.bootstrap:
         from streams.admin import ensure_topics
 
         effective = resolve_replication(settings)
@@ -90,7 +86,7 @@ def broker_for(settings: Settings) -> Iterator[Settings]:
         yield effective
         return
     Path(settings.data_dir).mkdir(parents=True, exist_ok=True)
-    if settings.broker == "kafka":
+    if settings.kafka.broker == "kafka":
         with _local_kafka(settings) as effective:
             yield effective
         return

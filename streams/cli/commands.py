@@ -27,15 +27,16 @@ def cmd_seed(args: argparse.Namespace) -> int:
     settings = _settings_from(args)
     topic = topology.topic_name(settings.app_id, topology.SEEDS)
     # List all topics: asking for one by name lets a broker auto-create it.
-    metadata = AdminClient({"bootstrap.servers": settings.bootstrap}).list_topics(timeout=10)
+    metadata = AdminClient({"bootstrap.servers": settings.kafka.bootstrap}).list_topics(timeout=10)
     info = metadata.topics.get(topic)
     if info is None or info.error is not None or not info.partitions:
         print(
-            f"seine seed: topic {topic} not found on {settings.bootstrap}: is a crawl running?",
+            f"seine seed: topic {topic} not found on {settings.kafka.bootstrap}: "
+            "is a crawl running?",
             file=sys.stderr,
         )
         return 1
-    producer = Producer({"bootstrap.servers": settings.bootstrap})
+    producer = Producer({"bootstrap.servers": settings.kafka.bootstrap})
     count = len(info.partitions)
     for url in args.urls:
         payload = json.dumps({"url": url, "priority": args.priority}).encode()

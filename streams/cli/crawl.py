@@ -51,10 +51,10 @@ def run_crawl(
     with broker_for(settings) as effective:
         seine = create_app(effective)
         # --recrawl keeps the crawl going on the revisit schedule: never idle for good
-        seine.until_idle = until_idle and not effective.recrawl
+        seine.until_idle = until_idle and not effective.crawl.recrawl
         seine.drain_on_sigint = drain_on_sigint
         seine.initial_seeds = seeds
-        progress = Progress(total=effective.max_pages or None)
+        progress = Progress(total=effective.crawl.max_pages or None)
         seine.on_progress = progress
         started = time.time()
         try:

@@ -61,7 +61,7 @@ def declare_agent(
         # unit: the outbox then sends one message per (topic, partition) for all
         # of it, so under load the messages per page fall instead of rising.
         async for events in stream.take_events(
-            settings.max_batch_events, within=settings.batch_linger
+            settings.worker.max_batch_events, within=settings.worker.batch_linger
         ):
             now_ms = time.time() * 1000.0
             cpu_before = time.thread_time()

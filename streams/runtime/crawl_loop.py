@@ -3,10 +3,10 @@
 A host's pace is its cycle: dispatch, fetch, completion back at the frontier. Both
 hops go through the broker only when they must (topology.LOCAL_PATHS): the frontier
 hands each request it dispatches to this worker's fetch stage, which starts it at
-once if it holds the fetch partition (`local_dispatch`), and a fetch's completion is
-applied by this worker's frontier at its end, once its page is acknowledged
-(`local_completion`). The frontier topic still carries new URLs, ticks, and the
-completions of a rebalance or a drain; the fetch topic the requests not started here.
+once if it holds the fetch partition, and a fetch's completion is applied by this
+worker's frontier at its end, once its page is acknowledged. The frontier topic still
+carries new URLs, ticks, and the completions of a rebalance or a drain; the fetch
+topic the requests not started here.
 
 Also the worker's side of a rebalance for these two stages (fetches of revoked
 partitions cancelled, the frontier forgetting what memory held of them) and the timer
@@ -67,8 +67,7 @@ class CrawlLoop:
         """Hook the loop into the app: the local completion path, the fetch results'
         flusher, the rebalance signals, the wake-up timer and the busy check."""
         app = self.app
-        if self.settings.local_completion:
-            self.fetch.out.apply_frontier = self.complete_at_fetch_end
+        self.fetch.out.apply_frontier = self.complete_at_fetch_end
         app.task(self.flush_fetch_results)
         app.on_partitions_revoked.connect(self.on_partitions_revoked)  # type: ignore[arg-type]
         app.on_partitions_assigned.connect(self.on_partitions_assigned)  # type: ignore[arg-type]
@@ -87,7 +86,7 @@ class CrawlLoop:
                 completion["finished_at"],
                 completion["elapsed_ms"],
             )
-        dispatched: list[dict[str, Any]] | None = [] if settings.local_dispatch else None
+        dispatched: list[dict[str, Any]] = []
         written = Deliveries()
         with ctx.producer.track_changelogs(written):
             frontier.handle(
@@ -98,7 +97,7 @@ class CrawlLoop:
                 out,
                 tables["done"],
                 self.revisits,
-                tables["revisits"].items() if settings.recrawl else (),
+                tables["revisits"].items() if settings.crawl.recrawl else (),
                 dispatch=self.seine.dispatching,
                 registry=tables["seen"],
                 stored_since=self.store.fetched_since,
@@ -110,7 +109,7 @@ class CrawlLoop:
             # request the web saw, and it redoes at most the one in flight per host,
             # not the fetches whose record was still lingering in the producer.
             await ctx.producer.wait(written)
-        for request in dispatched or ():
+        for request in dispatched:
             # started here at once, or sent through the fetch topic
             if self.app.rebalancing or not await self.fetch.start_dispatched(partition, request):
                 out.add(topology.FETCH, partition, request)
@@ -162,7 +161,7 @@ class CrawlLoop:
         """Fetches finish one by one; send their results in coalesced batches."""
         ctx = self.ctx
         while not self.app.should_stop:
-            await asyncio.sleep(self.settings.batch_linger)
+            await asyncio.sleep(self.settings.worker.batch_linger)
             out = self.fetch.out
             cpu_before, elsewhere_before = time.thread_time(), out.cpu_elsewhere
             await out.flush()
@@ -204,7 +203,7 @@ class CrawlLoop:
 
     async def on_partitions_assigned(self, sender: Any, *args: Any, **_: Any) -> None:
         """The fetch partitions this worker now holds: their dispatches start here at
-        once (`Settings.local_dispatch`)."""
+        once (topology.LOCAL_PATHS)."""
         assigned: set[Any] = args[0]
         self.fetch.local_partitions |= {
             tp.partition for tp in assigned if tp.topic == self.fetch_topic
@@ -227,7 +226,7 @@ class CrawlLoop:
             revisit = revisits.next_wake(partition)
             due = (wake is not None and wake <= now) or (revisit is not None and revisit <= now)
             lease_check = bool(the_frontier.in_flight) and (
-                now - self.lease_ticks.get(partition, 0.0) >= self.settings.fetch_lease / 4
+                now - self.lease_ticks.get(partition, 0.0) >= self.settings.fetch.fetch_lease / 4
             )
             if (due or lease_check) and partition not in self.ticks_pending:
                 self.ticks_pending.add(partition)

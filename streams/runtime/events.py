@@ -31,7 +31,7 @@ def reset_current_event(token: contextvars.Token[Any]) -> None:
 
 class LocalEvent:
     """Stands for a frontier message while this worker's frontier handles a completion
-    at its fetch's end (`Settings.local_completion`): table writes go to the changelog
+    at its fetch's end (topology.LOCAL_PATHS): table writes go to the changelog
     partition of the current event, and only its topic and partition are read."""
 
     __slots__ = ("__weakref__", "message")

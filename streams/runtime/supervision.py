@@ -52,7 +52,7 @@ class Supervisor:
         self.settings = seine.settings
         self.tables = list(tables)
         self.status_path = Path(self.settings.status_file) if self.settings.status_file else None
-        self.stuck = StuckPartitions(self.settings.stuck_rewind_after)
+        self.stuck = StuckPartitions(self.settings.kafka.stuck_rewind_after)
 
     def install(self) -> None:
         app = self.app
@@ -61,8 +61,8 @@ class Supervisor:
         app.timer(interval=1.0)(self.rewind_stuck_partitions)
         app.timer(interval=5.0)(self.watch_brokers)
         app.timer(interval=0.25)(self.watch)
-        if self.settings.malloc_trim_interval > 0:
-            app.timer(interval=self.settings.malloc_trim_interval)(self.trim_malloc)
+        if self.settings.worker.malloc_trim_interval > 0:
+            app.timer(interval=self.settings.worker.malloc_trim_interval)(self.trim_malloc)
 
     async def trim_malloc(self) -> None:
         """Hand glibc's free pages back to the kernel (streams/core/allocator.py), in
@@ -93,7 +93,7 @@ class Supervisor:
         happened here: a message dropped between the fetch and the agent otherwise
         waits for a rebalance, and the crawl for it (streams/core/stall.py)."""
         settings, app = self.settings, self.app
-        if not settings.stuck_rewind_after or app.rebalancing:
+        if not settings.kafka.stuck_rewind_after or app.rebalancing:
             return
         c = self.ctx.counters
         activity = (tuple(sorted(c.sent.items())), tuple(sorted(c.done.items())))
@@ -106,7 +106,7 @@ class Supervisor:
                 "(%s): reading it again from offset %s",
                 topic,
                 partition,
-                settings.stuck_rewind_after,
+                settings.kafka.stuck_rewind_after,
                 where,
                 offset,
             )
@@ -121,7 +121,7 @@ class Supervisor:
             return
         loop = asyncio.get_running_loop()
         down = await loop.run_in_executor(None, producer.brokers_down_for)
-        if down >= self.settings.broker_lost_timeout:
+        if down >= self.settings.kafka.broker_lost_timeout:
             lost_broker(seine, down)
 
     async def watch(self) -> None:
@@ -167,8 +167,8 @@ class Supervisor:
         now = time.monotonic()
         if not seine.drained():
             seine.drained_since = None
-            if now - seine.draining_since > settings.drain_timeout:
-                log.warning("drain did not finish in %ss: stopping", settings.drain_timeout)
+            if now - seine.draining_since > settings.worker.drain_timeout:
+                log.warning("drain did not finish in %ss: stopping", settings.worker.drain_timeout)
                 seine.stop(130)
         elif seine.drained_since is None:
             seine.drained_since = now
@@ -184,7 +184,7 @@ def lost_broker(seine: SeineApp, down: float) -> None:
     resume (Tansu), so a rerun continues. A stop can itself wait on the missing
     brokers (commits, flushes), so the process exits after LOST_BROKER_EXIT_AFTER."""
     print(
-        f"seine: lost the Kafka cluster at {seine.settings.bootstrap}: no broker has "
+        f"seine: lost the Kafka cluster at {seine.settings.kafka.bootstrap}: no broker has "
         f"answered for {down:.0f} s; stopping (run the same command again to continue)",
         file=sys.stderr,
         flush=True,

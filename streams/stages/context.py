@@ -58,7 +58,7 @@ class Counters:
     outcomes: Counter[str] = field(default_factory=Counter)
     fetch_in_flight: int = 0
     #: Fetch completions this worker's frontier applied at the fetch's end, without
-    #: their message (`Settings.local_completion`).
+    #: their message (topology.LOCAL_PATHS).
     completions_at_fetch_end: int = 0
     pages_stored: int = 0
     bytes_fetched: int = 0
@@ -290,7 +290,7 @@ class StageContext:
         self.specs: dict[str, TopicSpec] = {spec.name: spec for spec in topology.TOPICS}
         self.topics: dict[str, faust.TopicT] = {}
         for spec in topology.TOPICS:
-            partitions = settings.partitions if spec.scaled else 1
+            partitions = settings.kafka.partitions if spec.scaled else 1
             self.topics[spec.name] = app.topic(
                 topology.topic_name(settings.app_id, spec),
                 partitions=partitions,
@@ -301,29 +301,25 @@ class StageContext:
         self.topic_names = {
             spec.name: topology.topic_name(settings.app_id, spec) for spec in topology.TOPICS
         }
-        producer_config: dict[str, Any] = {"compression.type": settings.compression}
-        if settings.replication_factor > 1:
+        producer_config: dict[str, Any] = {"compression.type": settings.kafka.compression}
+        if settings.kafka.replication_factor > 1:
             # Replicated topics, so leaders move: librdkafka retries the requests a
             # dead leader may have written already, and without idempotence each such
             # retry is a second copy downstream (bench/faults.py --scenario leader on
             # 3 Kafka nodes: 43 pages fetched twice from duplicated stage messages;
             # none with it). The broker drops the retried copies by sequence number.
             producer_config["enable.idempotence"] = True
-        if settings.producer_max_in_flight > 0:
-            producer_config["max.in.flight.requests.per.connection"] = (
-                settings.producer_max_in_flight
-            )
-        linger = settings.changelog_linger_ms
+        linger = settings.kafka.changelog_linger_ms
         self.producer = StageProducer(
-            settings.bootstrap,
+            settings.kafka.bootstrap,
             changelog_linger_ms=linger if linger >= 0 else None,
             **producer_config,
         )
         self.outboxes: list[Outbox] = []
         self.seen_filters: Any = None
-        self.limits = Limits(settings.max_message_bytes, settings.max_url_bytes)
+        self.limits = Limits(settings.kafka.max_message_bytes, settings.crawl.max_url_bytes)
         #: Page bodies parse keeps for link-extract in this worker (streams/core/handoff.py).
-        self.handoff = HandoffCache(settings.handoff_cache_bytes)
+        self.handoff = HandoffCache(settings.worker.handoff_cache_bytes)
         self._host_partitions: dict[str, int] = {}
         #: Hooks the idle check consults besides the counters (e.g. the frontier's queues).
         self.busy_checks: list[Callable[[], bool]] = []
@@ -344,7 +340,7 @@ class StageContext:
         """
         partition = self._host_partitions.get(host)
         if partition is None:
-            partition = topology.host_partition(host, self.settings.partitions)
+            partition = topology.host_partition(host, self.settings.kafka.partitions)
             if len(self._host_partitions) >= 1_000_000:
                 self._host_partitions.clear()
             self._host_partitions[host] = partition
@@ -354,7 +350,7 @@ class StageContext:
         return self.host_partition(host_of(url))
 
     def fingerprint_partition(self, fingerprint: str) -> int:
-        return partition_for(fingerprint, self.settings.partitions)
+        return partition_for(fingerprint, self.settings.kafka.partitions)
 
     async def send(
         self, spec: TopicSpec, partition: int, value: bytes, *, awaited: Deliveries | None = None

@@ -48,7 +48,7 @@ def band_key(simhash: int, band: int, distance: int) -> str:
 
 def dedup_partition(ctx: StageContext, fingerprint: str, simhash: int | None, band: int) -> int:
     """The content-dedup partition of a page at route position ``band`` (0: band 0)."""
-    distance = ctx.settings.near_dup_distance
+    distance = ctx.settings.crawl.near_dup_distance
     if simhash is None or distance < 0:
         return ctx.fingerprint_partition(fingerprint)
     return band_route(ctx, simhash, distance)[band][2]
@@ -66,7 +66,7 @@ def band_route(ctx: StageContext, simhash: int, distance: int) -> list[tuple[int
     exact duplicates meet), then the other bands of band 0's partition, then the rest
     grouped by partition. A function of the simhash alone, so every hop recomputes it
     (memoised: the list returned is shared, never to be changed)."""
-    partitions = ctx.settings.partitions
+    partitions = ctx.settings.kafka.partitions
     cache_key = (simhash, distance, partitions)
     route = _ROUTES.get(cache_key)
     if route is None:
@@ -109,7 +109,7 @@ def handle(
     out: Outbox,
     band_table: MutableMapping[str, Any] | None = None,
 ) -> None:
-    distance = ctx.settings.near_dup_distance
+    distance = ctx.settings.crawl.near_dup_distance
     for parsed in batch["pages"]:
         page = parsed["page"]
         url = page["url"]

@@ -130,7 +130,7 @@ def _handle(
                 continue  # another page's copy linking where it does: its links are that page's
         else:
             writes.append(_page_write(parsed, headers, body, stored, near))
-        if parsed["nofollow"] or (near and not ctx.settings.near_dup_extract_links):
+        if parsed["nofollow"] or (near and not ctx.settings.crawl.near_dup_extract_links):
             continue
         emitted += _emit_links(ctx, out, parsed)
     if writes:

@@ -21,7 +21,7 @@ from streams.store.warc import payload_digest
 
 
 def handle(ctx: StageContext, batch: dict[str, Any], out: Outbox) -> None:
-    near = ctx.settings.near_dup_distance >= 0
+    near = ctx.settings.crawl.near_dup_distance >= 0
     handoff = ctx.handoff
     pages = batch["pages"]
     docs = parse_pages(

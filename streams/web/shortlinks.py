@@ -29,7 +29,7 @@ How the pieces fit (the rules themselves are in ``streams.core.shortcodes``):
   needs no invalidation beyond checking expiry on every hit. ``redirect_answer``
   is the one place that decides in the worker, for the route on aiohttp's
   router (added directly, without Faust's view dispatch and sensors). With
-  ``Settings.redirect_port`` short URLs point at a redirect process beside the
+  ``Settings.web.redirect_port`` short URLs point at a redirect process beside the
   worker (``streams.web.redirect_process``, started and supervised here): it
   reads this worker's code-table files as a RocksDB secondary, answers the
   worker's own unexpired codes itself, sends its own click messages, and relays
@@ -118,11 +118,11 @@ class ShortLinks(ShortLinkViews, ShortLinkAgents):
         app.on_rebalance_complete.connect(self._on_rebalance_complete)
         for path, view in self._views().items():
             app.page(path)(view)
-        if self.settings.web_enabled:
+        if self.settings.web.web_enabled:
             # The redirect route goes straight on aiohttp's router: no Faust view
             # dispatch and sensors for the one request that comes by the thousand.
             app.web.web_app.router.add_get("/s/{code}", self.handle_redirect_request)
-        if self.settings.redirect_port and self.settings.web_enabled:
+        if self.settings.web.redirect_port and self.settings.web.web_enabled:
             # Needs the web server: it forwards there what it does not answer itself.
             app.task(self._redirect_process_task())
 
@@ -156,21 +156,21 @@ class ShortLinks(ShortLinkViews, ShortLinkAgents):
     def _start_redirect_process(self) -> subprocess.Popen[bytes]:
         settings = self.settings
         data = Path(settings.data_dir).resolve()
-        bind = settings.web_bind
+        bind = settings.web.web_bind
         host = "127.0.0.1" if bind in ("0.0.0.0", "::", "") else bind
         host = f"[{host}]" if ":" in host else host
         config = RedirectProcessConfig(
             bind=bind,
-            port=settings.redirect_port,
-            web_url=f"http://{host}:{settings.web_port}",
+            port=settings.web.redirect_port,
+            web_url=f"http://{host}:{settings.web.web_port}",
             partitions=self.partitions,
-            bootstrap=settings.bootstrap,
+            bootstrap=settings.kafka.bootstrap,
             clicks_topic=self.clicks_topic_name,
             secondary_dir=str(data / "redirects" / f"secondary-{os.getpid()}"),
             cache_size=self.options.cache_size,
             flush_interval=self.options.click_flush_interval,
             forward_timeout=self.options.request_timeout,
-            event_loop=settings.event_loop,
+            event_loop=settings.worker.event_loop,
         )
         args = [sys.executable, "-m", "streams.web.redirect_process", config_argument(config)]
         # stdout and stderr are the worker's: its log.
@@ -209,10 +209,10 @@ class ShortLinks(ShortLinkViews, ShortLinkAgents):
         """Workers find each other's web servers by their canonical URL, which Faust
         builds from the host name; a server bound to one address (127.0.0.1 by
         default) is only reachable there."""
-        bind = self.settings.web_bind
-        if self.settings.web_enabled and bind not in ("0.0.0.0", "::", ""):
+        bind = self.settings.web.web_bind
+        if self.settings.web.web_enabled and bind not in ("0.0.0.0", "::", ""):
             host = f"[{bind}]" if ":" in bind else bind
-            self.app.conf.canonical_url = URL(f"http://{host}:{self.settings.web_port}")
+            self.app.conf.canonical_url = URL(f"http://{host}:{self.settings.web.web_port}")
 
     async def _on_revoked(self, sender: Any, *args: Any, **kwargs: Any) -> None:
         self.owned = frozenset()

@@ -98,7 +98,7 @@ class ShortLinksBase:
         self.app = app
         self.settings = settings
         self.options = options
-        self.partitions = settings.partitions
+        self.partitions = settings.kafka.partitions
         self.codes = table_factory("links")
         self.urls = table_factory("link-urls")
         self.clicks = table_factory("link-click-counts")

@@ -170,9 +170,9 @@ class ShortLinkViews(ShortLinksBase):
         the client asked when it runs one, else that worker's web server."""
         if self._client(request) is None and SHORT_BASE_HEADER in request.headers:
             return request.headers[SHORT_BASE_HEADER]  # the entry worker's, forwarded
-        port = self.settings.redirect_port
-        if port and self.settings.web_enabled:
-            host = request.url.host or self.settings.web_bind
+        port = self.settings.web.redirect_port
+        if port and self.settings.web.web_enabled:
+            host = request.url.host or self.settings.web.web_bind
             return str(URL.build(scheme="http", host=host, port=port))
         return f"{request.scheme}://{request.host}"
 

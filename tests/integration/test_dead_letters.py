@@ -31,7 +31,7 @@ def test_invalid_seeds_and_malformed_messages_go_to_dead_letters(
 ) -> None:
     app_id = f"dl{uuid.uuid4().hex[:8]}"
     partitions = 2
-    settings = Settings(app_id=app_id, bootstrap=broker.bootstrap, partitions=partitions)
+    settings = Settings.of(app_id=app_id, bootstrap=broker.bootstrap, partitions=partitions)
     ensure_topics(settings)
     producer = Producer({"bootstrap.servers": broker.bootstrap})
     for topic, payload in GARBAGE.items():

@@ -18,22 +18,22 @@ from tests.integration.conftest import read_topic
 
 def test_embedded_broker_drops_standbys_unless_asked(tmp_path: Path) -> None:
     """Workers of an embedded broker share one machine: a standby only doubles table work."""
-    assert Settings().standby_replicas == 1  # a cluster keeps Faust's warm copies
+    assert Settings().kafka.standby_replicas == 1  # a cluster keeps Faust's warm copies
     assert EMBEDDED_GROUP_TIMEOUTS["standby_replicas"] == 0
     plain = load_settings(environ={}, overrides={"data_dir": str(tmp_path / "a")})
     asked = load_settings(
         environ={"SEINE_STANDBY_REPLICAS": "2"}, overrides={"data_dir": str(tmp_path / "b")}
     )
     with broker_for(plain) as effective:
-        assert effective.bootstrap
-        assert effective.standby_replicas == 0
-        assert effective.session_timeout == EMBEDDED_GROUP_TIMEOUTS["session_timeout"]
+        assert effective.kafka.bootstrap
+        assert effective.kafka.standby_replicas == 0
+        assert effective.kafka.session_timeout == EMBEDDED_GROUP_TIMEOUTS["session_timeout"]
     with broker_for(asked) as effective:
-        assert effective.standby_replicas == 2
+        assert effective.kafka.standby_replicas == 2
 
 
 def test_a_flush_sends_lingering_changelog_records_at_once(broker: Any) -> None:
-    """Changelog records may linger (Settings.changelog_linger_ms, off by default) only
+    """Changelog records may linger (Settings.kafka.changelog_linger_ms, off by default) only
     because the flush before a commit or a rebalance sends them at once instead of
     waiting out the linger: librdkafka's flush does, so the commit is not held back."""
     topic = f"linger-{uuid.uuid4().hex[:8]}-changelog"

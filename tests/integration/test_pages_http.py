@@ -19,7 +19,7 @@ from streams.demo.server import start_server_process
 from streams.demo.webgen import WebSpec
 from tests.integration.conftest import REPO, crawl_env, run_seine
 
-#: Settings.partitions by default: the workers are started without --partitions.
+#: Settings.kafka.partitions by default: the workers are started without --partitions.
 PARTITIONS = 4
 
 

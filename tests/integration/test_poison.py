@@ -31,7 +31,7 @@ PARTITIONS = 2
 POISON_PARTITION = 1
 LIMITS = Settings()
 #: Over max_message_bytes (8 MiB), under the broker's and producer's 16 MiB.
-OVERSIZED = LIMITS.max_message_bytes + 512 * 1024
+OVERSIZED = LIMITS.kafka.max_message_bytes + 512 * 1024
 LONG_URL = "http://poison.invalid/" + "a" * 100_000
 GARBAGE = b"\xff\xfe\x00 not avro, not a URL \x9c"
 
@@ -130,7 +130,7 @@ def poisons(spec: TopicSpec) -> dict[str, bytes]:
         }
     build = RECORDS[spec.schema]
     oversized = codec.encode(spec.schema, build("http://poison.invalid/", OVERSIZED))
-    assert len(oversized) > LIMITS.max_message_bytes
+    assert len(oversized) > LIMITS.kafka.max_message_bytes
     return {
         "garbage": GARBAGE,
         "oversized": oversized,
@@ -161,7 +161,7 @@ class PoisonedCrawl:
 def poisoned(broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory) -> PoisonedCrawl:
     tmp = tmp_path_factory.mktemp("poison")
     app_id = f"poison{uuid.uuid4().hex[:8]}"
-    ensure_topics(Settings(app_id=app_id, bootstrap=broker.bootstrap, partitions=PARTITIONS))
+    ensure_topics(Settings.of(app_id=app_id, bootstrap=broker.bootstrap, partitions=PARTITIONS))
     producer = Producer(
         {"bootstrap.servers": broker.bootstrap, "message.max.bytes": 16 * 1024 * 1024}
     )

@@ -25,7 +25,7 @@ INJECT = Path(__file__).parent / "faultinject"
 
 pytestmark = pytest.mark.skipif(
     broker_kind() == "kafka",
-    reason="a Tansu workaround (Settings.tansu_fixes), off on Apache Kafka",
+    reason="a Tansu workaround (Settings.kafka.tansu_fixes), off on Apache Kafka",
 )
 
 

@@ -14,7 +14,7 @@ from tests.integration.conftest import crawl_env, read_topic, run_seine
 
 def test_seed_pushes_json_seeds_to_the_host_partition(broker: EmbeddedBroker) -> None:
     app_id = f"seed{uuid.uuid4().hex[:8]}"
-    ensure_topics(Settings(app_id=app_id, bootstrap=broker.bootstrap, partitions=4))
+    ensure_topics(Settings.of(app_id=app_id, bootstrap=broker.bootstrap, partitions=4))
     urls = [f"http://site-{i}.example/" for i in range(6)]
     done = run_seine(
         ["seed", *urls, "--bootstrap", broker.bootstrap, "--priority", "3"], env=crawl_env(app_id)

@@ -32,7 +32,7 @@ from streams.core.shortcodes import ALPHABET, CODE_LENGTH, home_partition
 from tests.integration.conftest import REPO, crawl_env
 
 T = TypeVar("T")
-#: Settings.partitions by default: the workers are started without --partitions.
+#: Settings.kafka.partitions by default: the workers are started without --partitions.
 PARTITIONS = 4
 
 

@@ -18,7 +18,7 @@ from tests.integration.conftest import broker_kind
 
 
 def test_topics_and_changelogs_exist_before_the_worker_starts(broker: EmbeddedBroker) -> None:
-    settings = Settings(app_id=f"upfront{uuid.uuid4().hex[:8]}", bootstrap=broker.bootstrap)
+    settings = Settings.of(app_id=f"upfront{uuid.uuid4().hex[:8]}", bootstrap=broker.bootstrap)
     settings = settings.with_overrides(partitions=3)
     seine = create_app(settings)
     try:

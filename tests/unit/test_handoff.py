@@ -104,10 +104,10 @@ class FakeCtx:
     counters: Any = field(default_factory=lambda: type("C", (), {"pages_stored": 0})())
 
     def fingerprint_partition(self, key: str) -> int:
-        return partition_for(key, self.settings.partitions)
+        return partition_for(key, self.settings.kafka.partitions)
 
     def url_partition(self, url: str) -> int:
-        return partition_for(url.split("/")[2], self.settings.partitions)
+        return partition_for(url.split("/")[2], self.settings.kafka.partitions)
 
 
 @dataclass
@@ -235,7 +235,7 @@ def test_bodies_cross_the_broker_once_and_the_warc_is_the_one_sent_inline(
     store the same records, byte for byte in every header and payload."""
     results = {}
     for bound in (64 << 20, 0):
-        settings = Settings(partitions=partitions)
+        settings = Settings.of(partitions=partitions)
         ctx = FakeCtx(settings, HandoffCache(bound))
         store = PageStore(str(tmp_path / f"pages-{bound}"))
         revisits = schedule()
@@ -260,7 +260,7 @@ def test_bodies_cross_the_broker_once_and_the_warc_is_the_one_sent_inline(
 
 
 def test_the_parsed_messages_carry_no_body(tmp_path: Path) -> None:
-    ctx = FakeCtx(Settings(partitions=4), HandoffCache(64 << 20))
+    ctx = FakeCtx(Settings.of(partitions=4), HandoffCache(64 << 20))
     out = FakeOutbox()
     batch = pages()
     parse.handle(ctx, {"pages": batch}, out)  # type: ignore[arg-type]
@@ -273,7 +273,7 @@ def test_the_parsed_messages_carry_no_body(tmp_path: Path) -> None:
 
 
 def test_a_body_not_in_the_cache_is_fetched_again_and_logged(tmp_path: Path) -> None:
-    ctx = FakeCtx(Settings(partitions=2), HandoffCache(64 << 20))
+    ctx = FakeCtx(Settings.of(partitions=2), HandoffCache(64 << 20))
     store = PageStore(str(tmp_path / "pages"))
     revisits = schedule()
     # a page fetched before, whose validators would make the refetch conditional
@@ -315,7 +315,7 @@ def test_a_body_not_in_the_cache_is_fetched_again_and_logged(tmp_path: Path) -> 
 def test_the_same_capture_read_again_needs_no_body(tmp_path: Path) -> None:
     """At-least-once: link-extract's message read again on another worker (its offset
     was not committed) finds the capture stored already, so no refetch."""
-    ctx = FakeCtx(Settings(partitions=1), HandoffCache(64 << 20))
+    ctx = FakeCtx(Settings.of(partitions=1), HandoffCache(64 << 20))
     store = PageStore(str(tmp_path / "pages"))
     revisits = schedule()
     out = FakeOutbox()
@@ -348,7 +348,7 @@ def test_link_extract_reads_a_revisit_record_once_unless_its_url_repeats(
     """The record read to see whether a capture is stored already is the one the
     revisit update starts from; a URL twice in one batch has its second update start
     from the record its first wrote (its visits count both)."""
-    ctx = FakeCtx(Settings(partitions=1), HandoffCache(64 << 20))
+    ctx = FakeCtx(Settings.of(partitions=1), HandoffCache(64 << 20))
     store = PageStore(str(tmp_path / "pages"))
     records = CountingRecords()
     records["http://a.test/1"] = {
@@ -397,7 +397,7 @@ def test_a_handoff_refeed_is_queued_past_the_host_budget() -> None:
 
 
 def test_a_failed_batch_goes_to_dead_letters_with_its_bodies(tmp_path: Path) -> None:
-    ctx = FakeCtx(Settings(partitions=1), HandoffCache(64 << 20))
+    ctx = FakeCtx(Settings.of(partitions=1), HandoffCache(64 << 20))
     out = FakeOutbox()
     batch = [fetched("http://a.test/1", 1), fetched("http://a.test/2", 2)]
     parse.handle(ctx, {"pages": batch}, out)  # type: ignore[arg-type]

@@ -8,7 +8,6 @@ workers with settings Seine knows, and Prometheus scraping the workers' /metrics
 
 from __future__ import annotations
 
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,7 @@ import yaml
 
 from streams.admin import build_parser
 from streams.kafka_local import docker_env, kafka_version
-from streams.settings import Settings
+from streams.settings import GROUP_OF
 
 INFRA = Path(__file__).resolve().parents[2] / "infra"
 
@@ -78,7 +77,7 @@ def test_topics_are_created_from_topology_before_workers_start() -> None:
 
 
 def test_workers_use_only_settings_seine_knows() -> None:
-    known = {"SEINE_" + f.name.upper() for f in fields(Settings)}
+    known = {"SEINE_" + name.upper() for name in GROUP_OF}
     for name, service in compose()["services"].items():
         for key in service.get("environment") or {}:
             if key.startswith("SEINE_"):

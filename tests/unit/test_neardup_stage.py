@@ -30,10 +30,10 @@ class FakeCtx:
     settings: Settings
 
     def fingerprint_partition(self, key: str) -> int:
-        return partition_for(key, self.settings.partitions)
+        return partition_for(key, self.settings.kafka.partitions)
 
     def url_partition(self, url: str) -> int:
-        return partition_for(url.split("/")[2], self.settings.partitions)
+        return partition_for(url.split("/")[2], self.settings.kafka.partitions)
 
 
 @dataclass
@@ -147,7 +147,7 @@ def test_band_step_files_then_finds() -> None:
 @pytest.mark.parametrize("seed", range(6))
 def test_no_two_first_copies_within_distance_whatever_the_order(seed: int) -> None:
     rng = random.Random(seed)
-    settings = Settings(partitions=5)
+    settings = Settings.of(partitions=5)
     pages = []
     for cluster in range(12):
         base = article(rng)
@@ -187,7 +187,7 @@ def test_date_or_counter_change_on_another_host_is_a_near_duplicate() -> None:
         "http://d.example/other": article(rng, 600),
     }
     pages = [parsed(u, t) for u, t in texts.items()]
-    out, _logs, _ = run_pipeline(pages, Settings(partitions=4), 1)
+    out, _logs, _ = run_pipeline(pages, Settings.of(partitions=4), 1)
     near = {u: i["near_duplicate_of"] for u, i in out.items() if i["near_duplicate_of"]}
     assert set(near) | {u for u, i in out.items() if not i["near_duplicate_of"]} == set(texts)
     assert len(near) == 2 and "http://d.example/other" not in near
@@ -198,20 +198,20 @@ def test_exact_duplicates_still_meet_and_skip_the_bands() -> None:
     rng = random.Random(3)
     text = article(rng)
     pages = [parsed(f"http://h{i}.example/", text, fingerprint="same") for i in range(3)]
-    out, logs, handled = run_pipeline(pages, Settings(partitions=4), 2)
+    out, logs, handled = run_pipeline(pages, Settings.of(partitions=4), 2)
     dups = [u for u, i in out.items() if i["duplicate_of"]]
     assert len(dups) == 2 and all(out[u]["page"]["body"] == b"" for u in dups)
     assert [r["outcome"] for r in logs] == ["duplicate", "duplicate"]
     # The first copy hops once per other partition its bands live in; duplicates stop.
     first = pages[0]["simhash"]
-    route = dedup.band_route(FakeCtx(Settings(partitions=4)), first, 3)  # type: ignore[arg-type]
+    route = dedup.band_route(FakeCtx(Settings.of(partitions=4)), first, 3)  # type: ignore[arg-type]
     assert handled == 3 + len({partition for _, _, partition in route}) - 1
 
 
 @pytest.mark.parametrize("partitions", [1, 2, 4, 16])
 def test_a_first_copy_hops_once_per_partition_not_once_per_band(partitions: int) -> None:
     rng = random.Random(partitions)
-    settings = Settings(partitions=partitions)
+    settings = Settings.of(partitions=partitions)
     ctx = FakeCtx(settings)
     pages = [parsed(f"http://solo{i}.example/", article(rng)) for i in range(40)]
     visits = 0
@@ -234,15 +234,15 @@ def test_near_dup_off_and_wordless_pages_are_exact_only() -> None:
     rng = random.Random(4)
     base = article(rng)
     pages = [parsed("http://a.example/", base), parsed("http://b.example/", mutate(base, rng, 1))]
-    out, _logs, handled = run_pipeline(pages, Settings(partitions=4, near_dup_distance=-1), 0)
+    out, _logs, handled = run_pipeline(pages, Settings.of(partitions=4, near_dup_distance=-1), 0)
     assert not any(i["near_duplicate_of"] for i in out.values()) and handled == 2
     wordless = [{**parsed(f"http://w{i}.example/", "x"), "simhash": None} for i in range(2)]
-    out, _logs, handled = run_pipeline(wordless, Settings(partitions=4), 0)
+    out, _logs, handled = run_pipeline(wordless, Settings.of(partitions=4), 0)
     assert not any(i["near_duplicate_of"] for i in out.values()) and handled == 2
 
 
 def test_band_keys_route_each_band_to_its_own_partition_key() -> None:
-    settings = Settings(partitions=64)
+    settings = Settings.of(partitions=64)
     ctx = FakeCtx(settings)
     fp = 0xFFFF_0000_1234_ABCD
     keys = [dedup.band_key(to_signed(fp), b, 3) for b in range(4)]
@@ -260,8 +260,8 @@ def test_memoised_band_routes_are_the_computed_ones(
     afresh from the bands, and the message keying (dedup_partition) follows it."""
     monkeypatch.setattr(dedup, "_ROUTES_MAX", 64)
     rng = random.Random(partitions)
-    ctx = FakeCtx(Settings(partitions=partitions))
-    other = FakeCtx(Settings(partitions=partitions + 1))
+    ctx = FakeCtx(Settings.of(partitions=partitions))
+    other = FakeCtx(Settings.of(partitions=partitions + 1))
 
     def fresh(fingerprint: int, distance: int) -> list[tuple[int, str, int]]:
         keys = [f"b{key:x}" for key in bands(to_unsigned(fingerprint), distance)]

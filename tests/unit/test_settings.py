@@ -30,27 +30,51 @@ def test_precedence_defaults_file_env_overrides(tmp_path: Path) -> None:
     )
     environ = {"SEINE_DELAY": "2.5", "SEINE_MAX_DEPTH": "4"}
     s = load_settings(config, environ=environ, overrides={"max_depth": 5})
-    assert s.partitions == 6  # file over default
-    assert s.delay == 2.5  # env over file
-    assert s.max_depth == 5  # override over env
-    assert s.user_agent == "FileBot"
-    assert s.max_pages == Settings().max_pages  # untouched default
+    assert s.kafka.partitions == 6  # file over default
+    assert s.crawl.delay == 2.5  # env over file
+    assert s.crawl.max_depth == 5  # override over env
+    assert s.fetch.user_agent == "FileBot"
+    assert s.crawl.max_pages == Settings().crawl.max_pages  # untouched default
 
 
 def test_config_file_without_seine_table_and_with_dashes(tmp_path: Path) -> None:
     config = write_toml(tmp_path, "partitions = 3\nmax-pages = 9\n")
     s = load_settings(config, environ={})
-    assert (s.partitions, s.max_pages) == (3, 9)
+    assert (s.kafka.partitions, s.crawl.max_pages) == (3, 9)
+
+
+def test_config_file_groups_fields_in_their_tables(tmp_path: Path) -> None:
+    config = write_toml(
+        tmp_path,
+        "[seine]\napp_id = 'grouped'\n[seine.crawl]\ndelay = 1.0\n"
+        "[seine.kafka]\npartitions = 5\n[seine.fetch.resolve]\n'a.test' = '127.0.0.1'\n",
+    )
+    s = load_settings(config, environ={})
+    assert (s.app_id, s.crawl.delay, s.kafka.partitions) == ("grouped", 1.0, 5)
+    assert s.fetch.resolve == {"a.test": "127.0.0.1"}
+
+
+def test_settings_are_frozen_and_changed_by_flat_names() -> None:
+    s = Settings.of(delay=0.5, bootstrap="127.0.0.1:9092", web_port=7000)
+    assert (s.crawl.delay, s.kafka.bootstrap, s.web.web_port) == (0.5, "127.0.0.1:9092", 7000)
+    with pytest.raises(AttributeError):
+        s.crawl.delay = 1.0  # type: ignore[misc]
+    changed = s.with_overrides(max_depth=2, app_id="other")
+    assert (changed.crawl.max_depth, changed.app_id, changed.crawl.delay) == (2, "other", 0.5)
+    assert s.crawl.max_depth == Settings().crawl.max_depth  # the original is untouched
+    with pytest.raises(TypeError, match="no_such"):
+        Settings.of(no_such=1)
+    assert Settings.of(**s.flat()) == s
 
 
 def test_config_file_named_by_environment(tmp_path: Path) -> None:
     config = write_toml(tmp_path, "[seine]\npartitions = 11\n")
-    assert load_settings(environ={"SEINE_CONFIG": str(config)}).partitions == 11
+    assert load_settings(environ={"SEINE_CONFIG": str(config)}).kafka.partitions == 11
 
 
 def test_none_overrides_do_not_mask_lower_layers() -> None:
     s = load_settings(environ={"SEINE_DELAY": "3"}, overrides={"delay": None, "app_id": "x"})
-    assert (s.delay, s.app_id) == (3.0, "x")
+    assert (s.crawl.delay, s.app_id) == (3.0, "x")
 
 
 def test_unknown_keys_are_ignored(tmp_path: Path) -> None:
@@ -74,7 +98,7 @@ def test_unknown_keys_are_ignored(tmp_path: Path) -> None:
     ],
 )
 def test_bool_coercion(raw: str, expected: bool) -> None:
-    assert load_settings(environ={"SEINE_SAME_HOST": raw}).same_host is expected
+    assert load_settings(environ={"SEINE_SAME_HOST": raw}).crawl.same_host is expected
 
 
 def test_bad_bool_names_the_setting() -> None:
@@ -86,13 +110,13 @@ def test_int_and_float_coercion(tmp_path: Path) -> None:
     s = load_settings(
         environ={"SEINE_PARTITIONS": "7", "SEINE_DELAY": "0.25", "SEINE_WEB_ENABLED": "true"}
     )
-    assert s.partitions == 7 and isinstance(s.partitions, int)
-    assert s.delay == 0.25 and isinstance(s.delay, float)
-    assert s.web_enabled is True
+    assert s.kafka.partitions == 7 and isinstance(s.kafka.partitions, int)
+    assert s.crawl.delay == 0.25 and isinstance(s.crawl.delay, float)
+    assert s.web.web_enabled is True
     config = write_toml(tmp_path, "[seine]\ndelay = 2\nsame_host = true\n")
     from_file = load_settings(config, environ={})
-    assert from_file.delay == 2.0 and isinstance(from_file.delay, float)
-    assert from_file.same_host is True
+    assert from_file.crawl.delay == 2.0 and isinstance(from_file.crawl.delay, float)
+    assert from_file.crawl.same_host is True
     with pytest.raises(ValueError):
         load_settings(environ={"SEINE_PARTITIONS": "many"})
     with pytest.raises(ValueError):
@@ -101,24 +125,24 @@ def test_int_and_float_coercion(tmp_path: Path) -> None:
 
 def test_resolve_from_environment() -> None:
     s = load_settings(environ={"SEINE_RESOLVE": "a=1.2.3.4:80,b=5.6.7.8"})
-    assert s.resolve == {"a": "1.2.3.4:80", "b": "5.6.7.8"}
+    assert s.fetch.resolve == {"a": "1.2.3.4:80", "b": "5.6.7.8"}
     spaced = load_settings(environ={"SEINE_RESOLVE": " A.Example=1.2.3.4:8080 , b=::1 "})
-    assert spaced.resolve == {"a.example": "1.2.3.4:8080", "b": "::1"}
+    assert spaced.fetch.resolve == {"a.example": "1.2.3.4:8080", "b": "::1"}
 
 
 def test_resolve_from_overrides_and_file(tmp_path: Path) -> None:
     s = load_settings(environ={}, overrides={"resolve": {"Example.COM": "1.2.3.4:80"}})
-    assert s.resolve == {"example.com": "1.2.3.4:80"}  # hosts are matched lower-case
+    assert s.fetch.resolve == {"example.com": "1.2.3.4:80"}  # hosts are matched lower-case
     listed = load_settings(environ={}, overrides={"resolve": ["a=1.1.1.1", "b=2.2.2.2"]})
-    assert listed.resolve == {"a": "1.1.1.1", "b": "2.2.2.2"}
+    assert listed.fetch.resolve == {"a": "1.1.1.1", "b": "2.2.2.2"}
     config = write_toml(tmp_path, '[seine.resolve]\n"WWW.Example.org" = "9.9.9.9"\n')
-    assert load_settings(config, environ={}).resolve == {"www.example.org": "9.9.9.9"}
+    assert load_settings(config, environ={}).fetch.resolve == {"www.example.org": "9.9.9.9"}
 
 
 def test_resolve_does_not_share_the_default_dict() -> None:
     a = load_settings(environ={"SEINE_RESOLVE": "a=1.1.1.1"})
-    assert a.resolve == {"a": "1.1.1.1"}
-    assert Settings().resolve == {}
+    assert a.fetch.resolve == {"a": "1.1.1.1"}
+    assert Settings().fetch.resolve == {}
 
 
 @pytest.mark.parametrize("item", ["nohost", "=1.2.3.4", "host=", "a=1.2.3.4,broken"])
@@ -182,7 +206,7 @@ def test_nothing_is_read_at_import() -> None:
     # A fresh interpreter, so the import really happens with the variables set.
     code = (
         "from streams.settings import Settings, load_settings\n"
-        "print(Settings().partitions, Settings().app_id, load_settings().partitions)\n"
+        "print(Settings().kafka.partitions, Settings().app_id, load_settings().kafka.partitions)\n"
     )
     env = {**os.environ, "SEINE_PARTITIONS": "13", "SEINE_APP_ID": "from-env"}
     env.pop("SEINE_CONFIG", None)
@@ -202,8 +226,8 @@ def test_nothing_is_read_at_import() -> None:
 def test_with_overrides_returns_a_copy() -> None:
     base = Settings()
     changed = base.with_overrides(partitions=2, bootstrap="localhost:9092")
-    assert (changed.partitions, changed.bootstrap) == (2, "localhost:9092")
-    assert (base.partitions, base.bootstrap) == (4, "")
+    assert (changed.kafka.partitions, changed.kafka.bootstrap) == (2, "localhost:9092")
+    assert (base.kafka.partitions, base.kafka.bootstrap) == (4, "")
     assert changed.data_path == Path("seine-data")
 
 
@@ -212,20 +236,20 @@ def test_each_worker_of_a_crawl_gets_ports_of_its_own(tmp_path: Path) -> None:
     P+i and its redirect process on R+i (one port each could not be bound twice)."""
     from streams.multiworker import settings_env, worker_env
 
-    settings = Settings(web_enabled=True, web_port=7000, redirect_port=7100)
+    settings = Settings.of(web_enabled=True, web_port=7000, redirect_port=7100)
     base = settings_env(settings)
     ports = [
         load_settings(environ=worker_env(settings, base, i, tmp_path / str(i), tmp_path / "s"))
         for i in range(3)
     ]
-    assert [(s.web_port, s.redirect_port) for s in ports] == [
+    assert [(s.web.web_port, s.web.redirect_port) for s in ports] == [
         (7000, 7100),
         (7001, 7101),
         (7002, 7102),
     ]
-    without = Settings(web_enabled=True, web_port=7000)
+    without = Settings.of(web_enabled=True, web_port=7000)
     env = worker_env(without, settings_env(without), 1, tmp_path, tmp_path / "s")
-    assert load_settings(environ=env).redirect_port == 0
+    assert load_settings(environ=env).web.redirect_port == 0
 
 
 def test_compression_reaches_the_stage_producer() -> None:
@@ -234,10 +258,10 @@ def test_compression_reaches_the_stage_producer() -> None:
 
     from streams.producer import StageProducer
 
-    assert Settings().compression == "lz4"
+    assert Settings().kafka.compression == "lz4"
     s = load_settings(environ={"SEINE_COMPRESSION": "zstd"})
-    assert s.compression == "zstd"
-    config: dict[str, Any] = {"compression.type": s.compression}
+    assert s.kafka.compression == "zstd"
+    config: dict[str, Any] = {"compression.type": s.kafka.compression}
     StageProducer("127.0.0.1:9", **config).close(0)
     with pytest.raises(KafkaException):
         StageProducer("127.0.0.1:9", **{**config, "compression.type": "brotli"})

@@ -4,16 +4,15 @@ Built without a broker (nothing connects until the worker runs)."""
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import topology
 from streams.app import create_app
-from streams.settings import Settings
+from streams.settings import GROUP_OF, Settings
 
 
 def test_the_app_s_agents_are_topology_s_stages(tmp_path: Path) -> None:
-    settings = Settings(bootstrap="127.0.0.1:1", data_dir=str(tmp_path), partitions=2)
+    settings = Settings.of(bootstrap="127.0.0.1:1", data_dir=str(tmp_path), partitions=2)
     seine = create_app(settings)
     try:
         agents = {
@@ -34,7 +33,7 @@ def test_the_app_s_agents_are_topology_s_stages(tmp_path: Path) -> None:
 
 def test_every_local_path_joins_two_stages_and_names_a_setting() -> None:
     stages = {stage.name for stage in topology.STAGES}
-    fields = {field.name for field in dataclasses.fields(Settings)}
+    fields = set(GROUP_OF)
     for path in topology.LOCAL_PATHS:
         assert {path.source, path.target} <= stages, path
         assert path.setting is None or path.setting in fields, path
