@@ -37,7 +37,7 @@ from streams.kafka_tuning import (
 )
 from streams.quiet_monitor import QuietMonitor
 from streams.registry_table import RegistryTable
-from streams.runtime.agents import Step, declare_agent
+from streams.runtime.agents import declare_agent
 from streams.runtime.crawl_loop import CrawlLoop
 from streams.runtime.events import (
     TICK,
@@ -50,6 +50,7 @@ from streams.runtime.seine_app import SeineApp
 from streams.runtime.supervision import HAND_OVER_TIMEOUT, Supervisor, lost_broker
 from streams.settings import Settings, gc_thresholds
 from streams.stages import dedup, link_extract, parse, seeds, url_filter, url_seen
+from streams.stages.base import Stage
 from streams.stages.context import StageContext
 from streams.stages.fetch import FetchStage
 from streams.store.pagestore import PageStore
@@ -120,7 +121,7 @@ def faust_app(settings: Settings) -> faust.App:
 
 def create_app(settings: Settings) -> SeineApp:
     """Build one worker from topology/: its tables, the crawl's parts, one agent per
-    stage of `topology.STAGES` (a step each, `_stage_steps`), the frontier ⇄ fetch
+    stage of `topology.STAGES` (an object each, `_stages`), the frontier ⇄ fetch
     loop's local paths (`topology.LOCAL_PATHS`, `CrawlLoop`), the worker's timers
     (`Supervisor`) and the web services."""
     if not settings.kafka.bootstrap:
@@ -176,12 +177,11 @@ def create_app(settings: Settings) -> SeineApp:
     )
     seine = SeineApp(app, settings, ctx, the_frontier, store, fetch_stage)
     loop = CrawlLoop(seine, tables, revisits)
-    steps = _stage_steps(seine, tables, revisits, loop)
-    for stage in topology.STAGES:
-        step, options = steps.pop(stage.name)
-        declare_agent(app, ctx, stage.source, stage.name, step, **options)
-    if steps:
-        raise ValueError(f"steps for stages topology does not declare: {sorted(steps)}")
+    stages = {stage.name: stage for stage in _stages(seine, tables, revisits, loop)}
+    for spec in topology.STAGES:
+        declare_agent(app, ctx, spec.source, stages.pop(spec.name))
+    if stages:
+        raise ValueError(f"stages topology does not declare: {sorted(stages)}")
     loop.install()
     Supervisor(seine, tables.values()).install()
     register_shortlinks(app, settings, table, click_count_window=settings.web.link_click_window)
@@ -270,11 +270,11 @@ def _fetch_config(settings: Settings) -> FetchConfig:
     )
 
 
-def _stage_steps(
+def _stages(
     seine: SeineApp, tables: dict[str, Any], revisits: RevisitSchedule, loop: CrawlLoop
-) -> dict[str, tuple[Step, dict[str, Any]]]:
-    """Each stage's step (and its agent's options), by stage name: the pure stage
-    functions of streams.stages with this worker's tables and parts bound in."""
+) -> list[Stage]:
+    """One object per stage of topology.STAGES (streams.stages.base.Stage), each built
+    from this worker's tables and parts."""
     ctx, settings = seine.ctx, seine.settings
     seen_table = tables["seen"]
     seen_filters = url_seen.SeenFilters(
@@ -285,46 +285,24 @@ def _stage_steps(
     filter_config = FilterConfig(
         max_depth=settings.crawl.max_depth, same_host=settings.crawl.same_host
     )
-    fetch_stage, store = seine.fetch, seine.store
-    return {
-        "seeds": (lambda p, payload, out: seeds.handle(ctx, payload, out), {"decode": False}),
-        "url-seen": (
-            lambda p, batch, out: url_seen.handle(
-                p,
-                batch,
-                seen_table,
-                tables["scope"],
-                seen_filters,
-                seen_table.store.partition_keys,
-                out,
-                sitemap_ttl=settings.crawl.robots_ttl if settings.crawl.sitemaps else 0.0,
-                offset=current_offset(),
-                resend_grace=settings.crawl.resend_grace,
-            ),
-            {},
+    return [
+        seeds.SeedsStage(ctx),
+        url_seen.UrlSeenStage(
+            seen_table,
+            seen_table.store.partition_keys,
+            tables["scope"],
+            seen_filters,
+            current_offset,
+            sitemap_ttl=settings.crawl.robots_ttl if settings.crawl.sitemaps else 0.0,
+            resend_grace=settings.crawl.resend_grace,
         ),
-        "frontier": (loop.frontier_step, {}),
-        # the fetch stage counts its items itself (the requests it starts, most of
-        # them without a message)
-        "fetch": (lambda p, batch, out: fetch_stage.submit(p, batch), {"count_items": False}),
-        "parse": (lambda p, batch, out: parse.handle(ctx, batch, out), {}),
-        "content-dedup": (
-            lambda p, batch, out: dedup.handle(
-                ctx, batch, tables["fingerprints"], out, tables["simhash-bands"]
-            ),
-            {},
-        ),
-        "link-extract": (
-            lambda p, batch, out: link_extract.handle(ctx, batch, store, out, revisits),
-            {},
-        ),
-        "url-filter": (
-            lambda p, batch, out: url_filter.handle(
-                p, batch, filter_config, tables["scope"], tables["sites"], out
-            ),
-            {},
-        ),
-    }
+        loop,
+        seine.fetch,
+        parse.ParseStage(ctx),
+        dedup.DedupStage(ctx, tables["fingerprints"], tables["simhash-bands"]),
+        link_extract.LinkExtractStage(ctx, seine.store, revisits),
+        url_filter.UrlFilterStage(filter_config, tables["scope"], tables["sites"]),
+    ]
 
 
 def tune_gc(settings: Settings) -> None:

@@ -1,8 +1,8 @@
 """The Faust glue of one worker: how its agents, timers and rebalance hooks are built.
 
 `streams.app.create_app` wires a worker from topology/ and these parts:
-`agents.declare_agent` turns a stage step (a plain function over a decoded batch)
-into a Faust agent (decode, screen, step, flush, count, dead-letter);
+`agents.declare_agent` turns a stage (`streams.stages.base.Stage`: a step over a
+decoded batch) into a Faust agent (decode, screen, step, flush, count, dead-letter);
 `crawl_loop.CrawlLoop` is the frontier and fetch stages of one worker as the one
 loop they are (a dispatch starts its fetch here, a fetch's end applies its
 completion here); `supervision` holds the worker's timers (idle, drain and hand-over,

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
 from typing import Any
 
 import faust
@@ -21,30 +20,18 @@ from streams import codec
 from streams.core.poison import oversized, screen
 from streams.core.seeds import InvalidSeed
 from streams.runtime.events import set_current_event
-from streams.stages.context import BATCH_FIELD, Outbox, StageContext
+from streams.stages.base import Stage
+from streams.stages.context import BATCH_FIELD, StageContext
 from topology import TopicSpec
 
 log = logging.getLogger("seine")
 
-#: A stage step: (partition, decoded record, outbox) → maybe awaitable.
-Step = Callable[[int, Any, Outbox], object]
 
-
-def declare_agent(
-    app: faust.App,
-    ctx: StageContext,
-    spec: TopicSpec,
-    stage: str,
-    step: Step,
-    *,
-    decode: bool = True,
-    count_items: bool = True,
-) -> None:
-    """Declare the agent of one stage: decode, step, flush, count; errors → dead letters.
-
-    `count_items` False: the stage counts its items itself (fetch: the requests it
-    starts, most of them without a message)."""
+def declare_agent(app: faust.App, ctx: StageContext, spec: TopicSpec, stage: Stage) -> None:
+    """Declare the agent of one stage over its topic `spec`: decode, step, flush,
+    count; errors → dead letters."""
     settings, limits = ctx.settings, ctx.limits
+    name, step, decode, count_items = stage.name, stage.step, stage.decode, stage.count_items
     out = ctx.outbox()
     items_fields = (
         ()
@@ -81,7 +68,7 @@ def declare_agent(
                 # This thread runs every agent: its CPU time across one unit of work
                 # is that stage's (what other tasks run while it awaits is counted
                 # too; the stages' own awaits rarely yield).
-                ctx.counters.stage_cpu[stage] += time.thread_time() - cpu_before
+                ctx.counters.stage_cpu[name] += time.thread_time() - cpu_before
 
     async def handle_one(event: Any) -> None:
         partition = event.message.partition
@@ -90,16 +77,16 @@ def declare_agent(
             if decode:
                 too_big = oversized(len(value), limits) if value is not None else None
                 if too_big is not None:
-                    await ctx.dead_letter(stage, event, too_big)
+                    await ctx.dead_letter(name, event, too_big)
                     return
                 record: Any = codec.decode(spec.schema, value)
-                ctx.counters.stage_items[stage] += sum(
+                ctx.counters.stage_items[name] += sum(
                     len(record.get(name) or ()) for name in items_fields
                 )
                 record, refusals = screen(spec.schema, record, limits)
                 for refusal in refusals:
                     await ctx.dead_letter(
-                        stage,
+                        name,
                         event,
                         refusal.reason,
                         value=codec.encode(spec.schema, refusal.record),
@@ -112,19 +99,19 @@ def declare_agent(
             if asyncio.iscoroutine(result):
                 await result
         except (codec.DecodeError, InvalidSeed) as exc:
-            await ctx.dead_letter(stage, event, str(exc))
+            await ctx.dead_letter(name, event, str(exc))
         except Exception as exc:  # a stage survives any message
-            log.exception("%s failed on a message", stage)
+            log.exception("%s failed on a message", name)
             # a stage may say what the dead letter should keep instead of the
             # message as it came (link-extract: the batch with the bodies it took
             # from the hand-off cache)
             kept = getattr(exc, "dead_letter_value", None)
             await ctx.dead_letter(
-                stage,
+                name,
                 event,
                 f"{type(exc).__name__}: {exc}",
                 value=kept if isinstance(kept, bytes) else None,
             )
 
-    loop.__name__ = loop.__qualname__ = stage.replace("-", "_")
-    app.agent(ctx.topic(spec), name=stage)(loop)
+    loop.__name__ = loop.__qualname__ = name.replace("-", "_")
+    app.agent(ctx.topic(spec), name=name)(loop)

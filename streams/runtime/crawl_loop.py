@@ -38,7 +38,12 @@ log = logging.getLogger("seine")
 
 class CrawlLoop:
     """The frontier's step, the completions applied at a fetch's end, and the
-    rebalance hooks and wake-up timer of the two stages, for one worker."""
+    rebalance hooks and wake-up timer of the two stages, for one worker. It is the
+    frontier stage (streams.stages.base.Stage); `FetchStage` is the fetch stage."""
+
+    name = "frontier"
+    decode = True
+    count_items = True
 
     def __init__(
         self,
@@ -114,7 +119,7 @@ class CrawlLoop:
             if self.app.rebalancing or not await self.fetch.start_dispatched(partition, request):
                 out.add(topology.FETCH, partition, request)
 
-    async def frontier_step(self, partition: int, event: dict[str, Any], out: Outbox) -> None:
+    async def step(self, partition: int, event: dict[str, Any], out: Outbox) -> None:
         """The frontier agent's step."""
         if event["tick"]:
             self.ticks_pending.discard(partition)

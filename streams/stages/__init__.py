@@ -1,1 +1,14 @@
-"""The Faust agents: thin loops over streams.core."""
+"""The crawl's stages, one module each, thin over the pure logic of streams.core.
+
+Each module holds its stage's `handle` function (the work on one decoded batch, its
+tables and outbox passed in, so a unit test calls it directly) and a small class that
+binds a worker's parts to it and meets `base.Stage`, the one protocol an agent runs
+(`streams.runtime.agents.declare_agent`); the frontier stage is
+`streams.runtime.crawl_loop.CrawlLoop`. `context` holds what every stage shares: the
+outbox, the counters, the producer and the dead letters.
+
+May import topology, streams.core, streams.fetch, streams.store, streams.codec,
+streams.settings, streams.producer (through context) and, for the recrawl replay,
+confluent-kafka; never streams.runtime,
+streams.app or streams.cli.
+"""

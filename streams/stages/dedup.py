@@ -217,3 +217,22 @@ def _exact_duplicate(
         },
     )
     return True
+
+
+class DedupStage:
+    """The content-dedup stage of one worker, over its fingerprint and band tables."""
+
+    name = "content-dedup"
+    decode = True
+    count_items = True
+
+    def __init__(
+        self,
+        ctx: StageContext,
+        fingerprints: MutableMapping[str, dict[str, Any]],
+        bands: MutableMapping[str, Any],
+    ) -> None:
+        self.ctx, self.fingerprints, self.bands = ctx, fingerprints, bands
+
+    def step(self, partition: int, batch: dict[str, Any], out: Outbox) -> None:
+        handle(self.ctx, batch, self.fingerprints, out, self.bands)

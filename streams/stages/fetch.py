@@ -45,6 +45,13 @@ CPU_SAMPLE_EVERY = 8
 
 
 class FetchStage:
+    """The fetch stage of one worker: a task per request, bounded by max_in_flight."""
+
+    name = "fetch"
+    decode = True
+    #: it counts its items itself: the requests it starts, most without a message
+    count_items = False
+
     def __init__(
         self,
         ctx: StageContext,
@@ -127,6 +134,11 @@ class FetchStage:
         )
         self._tasks[task] = partition
         task.add_done_callback(self._task_done)
+
+    async def step(self, partition: int, batch: dict[str, Any], out: Outbox) -> None:
+        """The agent's step: what a fetch produces goes to the stage's own lingering
+        outbox, not to the agent's (`out` stays empty)."""
+        await self.submit(partition, batch)
 
     async def submit(self, partition: int, batch: dict[str, Any]) -> None:
         for request in batch["requests"]:

@@ -356,3 +356,19 @@ def _with_bodies(ctx: StageContext, batch: dict[str, Any], taken: dict[int, byte
         return codec.encode("parsed_batch", {"pages": pages})
     except Exception:  # the original error is what matters
         return None
+
+
+class LinkExtractStage:
+    """The link-extract stage of one worker: stores pages, sends their links on."""
+
+    name = "link-extract"
+    decode = True
+    count_items = True
+
+    def __init__(
+        self, ctx: StageContext, store: PageStore, revisits: RevisitSchedule | None
+    ) -> None:
+        self.ctx, self.store, self.revisits = ctx, store, revisits
+
+    def step(self, partition: int, batch: dict[str, Any], out: Outbox) -> None:
+        handle(self.ctx, batch, self.store, out, self.revisits)

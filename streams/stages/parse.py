@@ -53,3 +53,17 @@ def handle(ctx: StageContext, batch: dict[str, Any], out: Outbox) -> None:
                 "near_duplicate_of": None,
             },
         )
+
+
+class ParseStage:
+    """The parse stage of one worker."""
+
+    name = "parse"
+    decode = True
+    count_items = True
+
+    def __init__(self, ctx: StageContext) -> None:
+        self.ctx = ctx
+
+    def step(self, partition: int, batch: dict[str, Any], out: Outbox) -> None:
+        handle(self.ctx, batch, out)

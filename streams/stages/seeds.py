@@ -27,4 +27,18 @@ def handle(ctx: StageContext, payload: bytes, out: Outbox) -> None:
     )
 
 
-__all__ = ["InvalidSeed", "handle"]
+class SeedsStage:
+    """The seeds stage: raw bytes from any producer, one seed a message."""
+
+    name = "seeds"
+    decode = False
+    count_items = True
+
+    def __init__(self, ctx: StageContext) -> None:
+        self.ctx = ctx
+
+    def step(self, partition: int, payload: bytes, out: Outbox) -> None:
+        handle(self.ctx, payload, out)
+
+
+__all__ = ["InvalidSeed", "SeedsStage", "handle"]

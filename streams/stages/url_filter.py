@@ -116,3 +116,22 @@ def handle(
         first["priority"] = max(int(first["priority"]), int(candidate["priority"]))
     for candidate in passed.values():
         out.add(topology.URL_SEEN, partition, candidate)
+
+
+class UrlFilterStage:
+    """The url-filter stage of one worker, over its scope and site tables."""
+
+    name = "url-filter"
+    decode = True
+    count_items = True
+
+    def __init__(
+        self,
+        config: FilterConfig,
+        scope: Container[str],
+        sites: MutableMapping[str, Any] | SiteRegistry,
+    ) -> None:
+        self.config, self.scope, self.sites = config, scope, sites
+
+    def step(self, partition: int, batch: dict[str, Any], out: Outbox) -> None:
+        handle(partition, batch, self.config, self.scope, self.sites, out)

@@ -219,6 +219,44 @@ def _keyed_candidates(
     return candidates, urls, keys
 
 
+class UrlSeenStage:
+    """The url-seen stage of one worker, over its URL registry and scope tables."""
+
+    name = "url-seen"
+    decode = True
+    count_items = True
+
+    def __init__(
+        self,
+        seen: SeenRegistry,
+        seen_keys: Callable[[int], Iterable[bytes]],
+        scope: MutableMapping[str, int],
+        filters: SeenFilters,
+        offset: Callable[[], int | None],
+        *,
+        sitemap_ttl: float,
+        resend_grace: float,
+    ) -> None:
+        self.seen, self.seen_keys, self.scope, self.filters = seen, seen_keys, scope, filters
+        #: the offset of the message being handled (registrations are stamped with it)
+        self.offset = offset
+        self.sitemap_ttl, self.resend_grace = sitemap_ttl, resend_grace
+
+    def step(self, partition: int, batch: dict[str, Any], out: Outbox) -> None:
+        handle(
+            partition,
+            batch,
+            self.seen,
+            self.scope,
+            self.filters,
+            self.seen_keys,
+            out,
+            sitemap_ttl=self.sitemap_ttl,
+            offset=self.offset(),
+            resend_grace=self.resend_grace,
+        )
+
+
 @dataclass
 class _MetAgain:
     """What `handle` gathers of a batch's URLs met before, to act on once it has gone

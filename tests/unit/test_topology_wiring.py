@@ -8,7 +8,11 @@ from pathlib import Path
 
 import topology
 from streams.app import create_app
+from streams.runtime.crawl_loop import CrawlLoop
 from streams.settings import GROUP_OF, Settings
+from streams.stages import dedup, link_extract, parse, seeds, url_filter, url_seen
+from streams.stages.base import Stage
+from streams.stages.fetch import FetchStage
 
 
 def test_the_app_s_agents_are_topology_s_stages(tmp_path: Path) -> None:
@@ -40,3 +44,21 @@ def test_every_local_path_joins_two_stages_and_names_a_setting() -> None:
         if path.stands_for is not None:
             target = next(s for s in topology.STAGES if s.name == path.target)
             assert target.source == path.stands_for, path
+
+
+def test_each_stage_class_is_one_stage_of_topology() -> None:
+    classes: list[type[Stage]] = [
+        seeds.SeedsStage,
+        url_seen.UrlSeenStage,
+        CrawlLoop,
+        FetchStage,
+        parse.ParseStage,
+        dedup.DedupStage,
+        link_extract.LinkExtractStage,
+        url_filter.UrlFilterStage,
+    ]
+    assert sorted(c.name for c in classes) == sorted(s.name for s in topology.STAGES)
+    for c in classes:
+        # what the agent reads of a stage (streams.stages.base.Stage)
+        assert isinstance(c.decode, bool) and isinstance(c.count_items, bool), c
+        assert callable(c.step), c
