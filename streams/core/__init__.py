@@ -1,1 +1,11 @@
-"""Pure crawl logic: no Kafka imports here, so every piece is unit-testable on its own."""
+"""The crawl's logic, each piece unit-testable on its own: URLs (WHATWG parsing,
+canonical forms, SURT keys), robots.txt, filters and sites, the Bloom filter, the
+frontier's model and its queues over a key-value store, politeness and leases,
+simhash and dedup bands, freshness, sitemaps, seeds, poison screening, crawl
+statistics, and `records`, the TypedDicts of what stages hand each other.
+
+Imports no Kafka client, no aiohttp and no Faust. Three pieces reach further, for
+now: `registry` keeps the URL registry in RocksDB (rocksdict), `seeds` decodes an
+Avro seed with streams.codec, and `sitemaps` gunzips with streams.fetch.decode's
+bounded decoder (pure, no network).
+"""

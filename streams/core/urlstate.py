@@ -26,6 +26,7 @@ import orjson
 
 from streams.core.frontier import Decision, Dispatch, tier_for
 from streams.core.provenance import Via
+from streams.core.records import FetchCompletion
 
 __all__ = [
     "FRONTIER_STATE",
@@ -98,7 +99,7 @@ class StateUpdates:
             state["tier"], state["q"] = dispatch.slot
         self._set(dispatch.url, state)
 
-    def completed(self, completion: dict[str, Any]) -> None:
+    def completed(self, completion: FetchCompletion) -> None:
         """A fetch came back: ``fetched`` with the HTTP status when the server answered
         (whatever the status: a 404 was fetched), ``failed`` with the reason when not."""
         if completion["kind"] == "robots":

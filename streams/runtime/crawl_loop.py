@@ -25,6 +25,7 @@ import faust
 import topology
 from streams.core.freshness import RevisitSchedule
 from streams.core.frontier import Frontier
+from streams.core.records import FetchRequest, FrontierEvent
 from streams.producer import Deliveries
 from streams.runtime.events import TICK, LocalEvent, reset_current_event, set_current_event
 from streams.runtime.seine_app import SeineApp
@@ -79,9 +80,7 @@ class CrawlLoop:
         app.timer(interval=0.02)(self.wake_sleeping_hosts)
         self.ctx.busy_checks.append(lambda: bool(self.unadopted_partitions()))
 
-    async def apply_frontier_event(
-        self, partition: int, event: dict[str, Any], out: Outbox
-    ) -> None:
+    async def apply_frontier_event(self, partition: int, event: FrontierEvent, out: Outbox) -> None:
         ctx, settings, tables = self.ctx, self.settings, self.tables
         handled_at = time.time()
         for completion in event["completions"]:
@@ -91,7 +90,7 @@ class CrawlLoop:
                 completion["finished_at"],
                 completion["elapsed_ms"],
             )
-        dispatched: list[dict[str, Any]] = []
+        dispatched: list[FetchRequest] = []
         written = Deliveries()
         with ctx.producer.track_changelogs(written):
             frontier.handle(
@@ -119,13 +118,13 @@ class CrawlLoop:
             if self.app.rebalancing or not await self.fetch.start_dispatched(partition, request):
                 out.add(topology.FETCH, partition, request)
 
-    async def step(self, partition: int, event: dict[str, Any], out: Outbox) -> None:
+    async def step(self, partition: int, event: FrontierEvent, out: Outbox) -> None:
         """The frontier agent's step."""
         if event["tick"]:
             self.ticks_pending.discard(partition)
         await self.apply_frontier_event(partition, event, out)
 
-    async def complete_at_fetch_end(self, partition: int, event: dict[str, Any]) -> bool:
+    async def complete_at_fetch_end(self, partition: int, event: FrontierEvent) -> bool:
         """Apply a frontier event of the fetch stage (its completions; their pages are
         acknowledged) here at once instead of sending it, when this worker's frontier
         holds the partition (it does: the topics are co-partitioned): the hosts' next
@@ -150,7 +149,11 @@ class CrawlLoop:
         standin = LocalEvent(self.frontier_topic, partition)
         token = set_current_event(standin)
         try:
-            local_event = {"new_urls": [], "completions": event["completions"], "tick": False}
+            local_event: FrontierEvent = {
+                "new_urls": [],
+                "completions": event["completions"],
+                "tick": False,
+            }
             await self.apply_frontier_event(partition, local_event, self.completion_outbox)
             await self.completion_outbox.flush()
         except Exception:  # sent instead; the agent applies what is still to apply

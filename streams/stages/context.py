@@ -23,6 +23,7 @@ from streams import codec
 from streams.core.handoff import HandoffCache
 from streams.core.partitioning import partition_for
 from streams.core.poison import Limits
+from streams.core.records import FrontierEvent
 from streams.core.stall import offsets_handled
 from streams.core.stats import CrawlTally, HostCycle
 from streams.core.urls import host_of
@@ -139,7 +140,7 @@ class Outbox:
         #: flush is acknowledged): True means it was applied here, and is not sent. The
         #: fetch stage's: this worker's frontier applies its completions at once, see
         #: `CrawlLoop.complete_at_fetch_end` (streams/runtime/crawl_loop.py).
-        self.apply_frontier: Callable[[int, dict[str, Any]], Awaitable[bool]] | None = None
+        self.apply_frontier: Callable[[int, FrontierEvent], Awaitable[bool]] | None = None
         #: Event-loop thread CPU seconds that passed inside flushes but were not the
         #: flush's own: other tasks run while it waits for deliveries, and
         #: `apply_frontier` counts its work to its own stage.
@@ -199,7 +200,12 @@ class Outbox:
             for partition, event in frontier.items():
                 if self.apply_frontier is not None:
                     paused = time.thread_time()
-                    applied = await self.apply_frontier(partition, event)
+                    local: FrontierEvent = {
+                        "new_urls": event["new_urls"],
+                        "completions": event["completions"],
+                        "tick": False,
+                    }
+                    applied = await self.apply_frontier(partition, local)
                     self.cpu_elsewhere += time.thread_time() - paused
                     if applied:
                         continue

@@ -31,6 +31,7 @@ from mmh3 import hash64
 
 import topology
 from streams.core.partitioning import jump_hash
+from streams.core.records import ParsedBatch, ParsedPage
 from streams.core.simhash import band_step, bands, to_unsigned
 from streams.core.urls import copy_links_differ
 from streams.stages.context import Outbox, StageContext, crawl_log_record
@@ -104,7 +105,7 @@ def _route(band_values: list[int], partitions: int) -> list[tuple[int, str, int]
 
 def handle(
     ctx: StageContext,
-    batch: dict[str, Any],
+    batch: ParsedBatch,
     fingerprints: MutableMapping[str, dict[str, Any]],
     out: Outbox,
     band_table: MutableMapping[str, Any] | None = None,
@@ -153,19 +154,24 @@ def handle(
             out.add(topology.LINK_EXTRACT, ctx.url_partition(url), parsed)
 
 
-def digest_of(parsed: dict[str, Any]) -> str:
+def digest_of(parsed: ParsedPage) -> str:
     """The page's payload digest: parse took it (a stage dict built elsewhere may lack it)."""
-    return parsed.get("digest") or payload_digest(parsed["page"]["body"])
+    digest = parsed.get("digest")
+    if digest:
+        return digest
+    body = parsed["page"]["body"]
+    assert body is not None, "parse sends a digest with every body it hands off"
+    return payload_digest(body)
 
 
-def size_of(parsed: dict[str, Any]) -> int:
+def size_of(parsed: ParsedPage) -> int:
     """The body's length: carried with the page, whose body may be handed off."""
     if "size" in parsed:
         return int(parsed["size"])
     return len(parsed["page"]["body"] or b"")
 
 
-def _log(out: Outbox, parsed: dict[str, Any], outcome: str, reason: str) -> None:
+def _log(out: Outbox, parsed: ParsedPage, outcome: str, reason: str) -> None:
     page = parsed["page"]
     out.log(
         crawl_log_record(
@@ -182,7 +188,7 @@ def _log(out: Outbox, parsed: dict[str, Any], outcome: str, reason: str) -> None
 
 def _exact_duplicate(
     ctx: StageContext,
-    parsed: dict[str, Any],
+    parsed: ParsedPage,
     fingerprints: MutableMapping[str, dict[str, Any]],
     out: Outbox,
 ) -> bool:
@@ -234,5 +240,5 @@ class DedupStage:
     ) -> None:
         self.ctx, self.fingerprints, self.bands = ctx, fingerprints, bands
 
-    def step(self, partition: int, batch: dict[str, Any], out: Outbox) -> None:
+    def step(self, partition: int, batch: ParsedBatch, out: Outbox) -> None:
         handle(self.ctx, batch, self.fingerprints, out, self.bands)

@@ -19,11 +19,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any
 
 import topology
 from streams.core.freshness import RevisitSchedule
 from streams.core.provenance import Via
+from streams.core.records import FetchBatch, FetchRequest
 from streams.core.sitemaps import (
     SitemapConfig,
     SitemapReading,
@@ -83,7 +83,7 @@ class FetchStage:
         #: Requests started at their dispatch.
         self.started_at_dispatch = 0
 
-    async def start_dispatched(self, partition: int, request: dict[str, Any]) -> bool:
+    async def start_dispatched(self, partition: int, request: FetchRequest) -> bool:
         """Start a request the frontier of this worker has just dispatched, without
         sending it through the fetch topic: under load a hop through the broker took
         50-100 ms, a third of a host's cycle (dispatch, fetch, completion back at the
@@ -112,16 +112,14 @@ class FetchStage:
         """A rebalance takes these fetch partitions away: start nothing of them early."""
         self.local_partitions -= partitions
 
-    def _revisit_headers(self, request: dict[str, Any]) -> dict[str, str] | None:
+    def _revisit_headers(self, request: FetchRequest) -> dict[str, str] | None:
         if self.revisits is None or request["kind"] != "page":
             return None
         # read while a fetch or frontier event of the request's partition is current:
         # the record is in that partition
         return self.revisits.headers_for(request["url"]) or None
 
-    def _start(
-        self, partition: int, request: dict[str, Any], headers: dict[str, str] | None
-    ) -> None:
+    def _start(self, partition: int, request: FetchRequest, headers: dict[str, str] | None) -> None:
         """Run the fetch as its own task; its slot is already taken."""
         counters = self.ctx.counters
         counters.fetch_in_flight += 1
@@ -135,12 +133,12 @@ class FetchStage:
         self._tasks[task] = partition
         task.add_done_callback(self._task_done)
 
-    async def step(self, partition: int, batch: dict[str, Any], out: Outbox) -> None:
+    async def step(self, partition: int, batch: FetchBatch, out: Outbox) -> None:
         """The agent's step: what a fetch produces goes to the stage's own lingering
         outbox, not to the agent's (`out` stays empty)."""
         await self.submit(partition, batch)
 
-    async def submit(self, partition: int, batch: dict[str, Any]) -> None:
+    async def submit(self, partition: int, batch: FetchBatch) -> None:
         for request in batch["requests"]:
             headers = self._revisit_headers(request)
             await self._slots.acquire()
@@ -182,7 +180,7 @@ class FetchStage:
         return len(doomed)
 
     async def _timed_run(
-        self, partition: int, request: dict[str, Any], headers: dict[str, str] | None
+        self, partition: int, request: FetchRequest, headers: dict[str, str] | None
     ) -> None:
         """:meth:`_run`, its CPU time counted to the fetch stage (`cpu_timed`) for the
         CPU_SAMPLE_EVERY fetches it stands for. The fetch is created here, so a task
@@ -193,7 +191,7 @@ class FetchStage:
         self.ctx.counters.stage_cpu["fetch"] += seconds * CPU_SAMPLE_EVERY
 
     async def _run(
-        self, partition: int, request: dict[str, Any], headers: dict[str, str] | None = None
+        self, partition: int, request: FetchRequest, headers: dict[str, str] | None = None
     ) -> None:
         reading: SitemapReading | None = None
         try:
@@ -214,7 +212,7 @@ class FetchStage:
             result.body = b""  # logged; the entries are all that is needed further
             self._follow_sitemap(request, reading)
 
-    def _report(self, partition: int, request: dict[str, Any], result: FetchResult) -> None:
+    def _report(self, partition: int, request: FetchRequest, result: FetchResult) -> None:
         ctx, out = self.ctx, self.out
         kind = request["kind"]
         ctx.counters.bytes_fetched += len(result.body)
@@ -294,7 +292,7 @@ class FetchStage:
                     },
                 )
 
-    def _follow_sitemap(self, request: dict[str, Any], reading: SitemapReading) -> None:
+    def _follow_sitemap(self, request: FetchRequest, reading: SitemapReading) -> None:
         """A sitemap's entries: its pages at its own depth (the sitemap hop is free),
         the sitemaps an index lists one level deeper (read_sitemap bounds that)."""
         depth, via = request["depth"], request["url"]

@@ -16,6 +16,7 @@ import topology
 from streams.core.freshness import Record, RevisitSchedule
 from streams.core.frontier import Decision, Dispatch, Frontier, HostState, tier_for
 from streams.core.provenance import Via
+from streams.core.records import FetchCompletion, FetchRequest, FrontierEvent, UrlCandidate
 from streams.core.sites import url_id_long
 from streams.core.urlstate import StateUpdates, is_retier
 from streams.stages import recrawl
@@ -37,7 +38,7 @@ log = logging.getLogger("seine.frontier")
 
 def handle(
     partition: int,
-    event: dict[str, Any],
+    event: FrontierEvent,
     frontier: Frontier,
     host_states: Iterable[tuple[str, HostState]],
     out: Outbox,
@@ -48,7 +49,7 @@ def handle(
     dispatch: bool = True,
     registry: StateRegistry | None = None,
     stored_since: Callable[[str, float], bool] | None = None,
-    dispatched: list[dict[str, Any]] | None = None,
+    dispatched: list[FetchRequest] | None = None,
 ) -> None:
     """Handle one frontier event of `partition`.
 
@@ -113,7 +114,7 @@ def handle(
 
 def _enqueue_new(
     frontier: Frontier,
-    candidates: list[dict[str, Any]],
+    candidates: list[UrlCandidate],
     states: StateUpdates,
     decisions: list[Decision],
     now: float,
@@ -145,7 +146,7 @@ def _enqueue_new(
 
 def _apply_completions(
     frontier: Frontier,
-    completions: Iterable[dict[str, Any]],
+    completions: Iterable[FetchCompletion],
     states: StateUpdates,
     decisions: list[Decision],
     done: MutableMapping[str, str] | None,
@@ -199,7 +200,7 @@ def _send(
     decisions: list[Decision],
     out: Outbox,
     done: MutableMapping[str, str] | None,
-    dispatched: list[dict[str, Any]] | None,
+    dispatched: list[FetchRequest] | None,
 ) -> None:
     """Hand out the fetch requests (to `dispatched`, else the fetch topic) and log
     every decision to the crawl log (and `done`)."""
@@ -226,10 +227,10 @@ def _send(
 
 
 def _without_known(
-    candidates: list[dict[str, Any]],
+    candidates: list[UrlCandidate],
     registry: StateRegistry | None,
     frontier: Frontier | None = None,
-) -> list[dict[str, Any]]:
+) -> list[UrlCandidate]:
     """The candidates, less pages this frontier has acted on (the registry holds a
     state of its own for them) or that come earlier in the same message.
 
@@ -249,7 +250,7 @@ def _without_known(
                 len(lost),
                 lost[0][:200],
             )
-    kept: list[dict[str, Any]] = []
+    kept: list[UrlCandidate] = []
     for candidate in candidates:
         url = candidate["url"]
         if _checked(candidate):
@@ -279,7 +280,7 @@ def _enqueue_lost(frontier: Frontier, url: str, state: Mapping[str, Any] | None)
     return not frontier.accounts_for(url, int(state["tier"]), int(state["q"]))
 
 
-def _checked(candidate: dict[str, Any]) -> bool:
+def _checked(candidate: UrlCandidate) -> bool:
     """Whether a candidate is dropped when the frontier has acted on its URL already:
     every page url-seen sends, not what a resume re-queues or a sitemap due again."""
     return candidate.get("kind", "page") == "page" and candidate.get("via") != Via.RESUME
@@ -288,7 +289,7 @@ def _checked(candidate: dict[str, Any]) -> bool:
 def _retier(
     frontier: Frontier,
     registry: StateRegistry,
-    candidates: list[dict[str, Any]],
+    candidates: list[UrlCandidate],
     states: StateUpdates,
     now: float,
 ) -> None:
@@ -337,7 +338,7 @@ def _retier(
             )
 
 
-def _request(dispatch: Dispatch) -> dict[str, Any]:
+def _request(dispatch: Dispatch) -> FetchRequest:
     """A fetch request, carrying the URL's id: a pure hash of the canonical URL, so
     the frontier needs no registry lookup, and the fetch stage's crawl-log record
     can name the URL by the same id url-seen's registry stores."""

@@ -19,11 +19,13 @@ store holds already, needs no body.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 import topology
 from streams import codec
 from streams.core.freshness import UNREAD, RevisitSchedule
+from streams.core.records import CapturedPage, NearDuplicateOf, ParsedBatch, ParsedPage
 from streams.core.simhash import to_unsigned
 from streams.core.urls import resolve, resolve_and_canonicalize
 from streams.stages import recrawl
@@ -37,16 +39,16 @@ log = logging.getLogger("seine.link-extract")
 
 #: A page to write the revisit record of: (parsed page, headers, stored capture, the
 #: URL's record as read before).
-_Visit = tuple[dict[str, Any], list[tuple[str, str]], tuple[str, float] | None, Any]
+_Visit = tuple[ParsedPage, list[tuple[str, str]], tuple[str, float] | None, Any]
 
 
-def _headers(page: dict[str, Any]) -> list[tuple[str, str]]:
+def _headers(page: CapturedPage) -> list[tuple[str, str]]:
     return [(h["name"], h["value"]) for h in page["headers"]]
 
 
 def handle(
     ctx: StageContext,
-    batch: dict[str, Any],
+    batch: ParsedBatch,
     store: PageStore,
     out: Outbox,
     revisits: RevisitSchedule | None = None,
@@ -71,7 +73,7 @@ def handle(
 
 def _handle(
     ctx: StageContext,
-    batch: dict[str, Any],
+    batch: ParsedBatch,
     store: PageStore,
     out: Outbox,
     revisits: RevisitSchedule | None,
@@ -95,7 +97,7 @@ def _handle(
         digest = digest_of(parsed)
         stored: tuple[str, float] | None = None
         previous: Any = UNREAD
-        duplicate = parsed.get("duplicate_of")
+        duplicate: Mapping[str, Any] | None = parsed.get("duplicate_of")
         if duplicate and store.fetched_since(url, page["fetched_at"]):
             # the revisit record of this very capture is stored: read again after a
             # kill or a rebalance, it would be a second record of one fetch
@@ -141,7 +143,7 @@ def _handle(
     return emitted
 
 
-def _repeated_urls(pages: list[dict[str, Any]]) -> set[str]:
+def _repeated_urls(pages: list[ParsedPage]) -> set[str]:
     """URLs that come more than once in this batch: each occurrence's revisit write
     changes the record the next one reads, so theirs are read afresh."""
     repeated: set[str] = set()
@@ -155,7 +157,7 @@ def _repeated_urls(pages: list[dict[str, Any]]) -> set[str]:
 
 
 def _duplicate_write(
-    page: dict[str, Any], headers: list[tuple[str, str]], duplicate: dict[str, Any]
+    page: CapturedPage, headers: list[tuple[str, str]], duplicate: Mapping[str, Any]
 ) -> dict[str, Any]:
     """The page store write of a duplicate: a revisit record naming the original."""
     return {
@@ -171,11 +173,11 @@ def _duplicate_write(
 
 
 def _page_write(
-    parsed: dict[str, Any],
+    parsed: ParsedPage,
     headers: list[tuple[str, str]],
     body: bytes | None,
     stored: tuple[str, float] | None,
-    near: dict[str, Any] | None,
+    near: NearDuplicateOf | None,
 ) -> dict[str, Any]:
     """The page store write of a page stored whole (a near-duplicate names its original)."""
     page = parsed["page"]
@@ -193,12 +195,13 @@ def _page_write(
     if near:
         write["near_duplicate_of"] = near["url"]
         write["near_distance"] = near["distance"]
-        if parsed.get("simhash") is not None:
-            write["simhash"] = to_unsigned(parsed["simhash"])
+        simhash = parsed.get("simhash")
+        if simhash is not None:
+            write["simhash"] = to_unsigned(simhash)
     return write
 
 
-def _emit_links(ctx: StageContext, out: Outbox, parsed: dict[str, Any]) -> int:
+def _emit_links(ctx: StageContext, out: Outbox, parsed: ParsedPage) -> int:
     """Resolve and canonicalize the page's links and send each to url-filter in the
     partition of its host; a link over the URL length limit is logged as filtered.
     Returns the links emitted."""
@@ -207,8 +210,9 @@ def _emit_links(ctx: StageContext, out: Outbox, parsed: dict[str, Any]) -> int:
     max_url = ctx.limits.max_url_bytes
     emitted = 0
     base = url
-    if parsed.get("base"):
-        base = resolve(url, parsed["base"]) or url
+    base_href = parsed.get("base")
+    if base_href:
+        base = resolve(url, base_href) or url
     depth = page["depth"] + 1
     for link in resolve_and_canonicalize(base, parsed["links"]):
         if len(link) > max_url:
@@ -254,7 +258,7 @@ SAME_CAPTURE: dict[str, Any] = {}
 
 def _stored_before(
     revisits: RevisitSchedule,
-    page: dict[str, Any],
+    page: CapturedPage,
     in_batch: tuple[str, float] | None = None,
     digest: str | None = None,
     previous: Any = UNREAD,
@@ -272,7 +276,9 @@ def _stored_before(
     if not 200 <= page["status"] < 300:
         return None, None
     if digest is None:
-        digest = payload_digest(page["body"])
+        body = page["body"]
+        assert body is not None, "parse sends a digest with every body it hands off"
+        digest = payload_digest(body)
     if in_batch is not None:
         record: dict[str, Any] = {"digest": in_batch[0], "captured": in_batch[1]}
     else:
@@ -300,7 +306,7 @@ HANDOFF_MISS_REASON = (
 def _refetch(
     ctx: StageContext,
     out: Outbox,
-    parsed: dict[str, Any],
+    parsed: ParsedPage,
     revisits: RevisitSchedule | None,
 ) -> None:
     """A first copy whose body parse kept in another worker's memory, or in this one's
@@ -339,7 +345,7 @@ def _refetch(
     )
 
 
-def _with_bodies(ctx: StageContext, batch: dict[str, Any], taken: dict[int, bytes]) -> bytes | None:
+def _with_bodies(ctx: StageContext, batch: ParsedBatch, taken: dict[int, bytes]) -> bytes | None:
     """The batch as a dead letter should keep it: with the bodies it took from the
     hand-off cache (or that are still there) inline. None if that cannot be encoded
     (then the dead letter keeps the message as it came)."""
@@ -370,5 +376,5 @@ class LinkExtractStage:
     ) -> None:
         self.ctx, self.store, self.revisits = ctx, store, revisits
 
-    def step(self, partition: int, batch: dict[str, Any], out: Outbox) -> None:
+    def step(self, partition: int, batch: ParsedBatch, out: Outbox) -> None:
         handle(self.ctx, batch, self.store, out, self.revisits)

@@ -10,17 +10,16 @@ than its whole bound) travels inline, as it did before the hand-off.
 
 from __future__ import annotations
 
-from typing import Any
-
 import topology
 from streams.core.parsing import charset_from_headers, parse_pages
+from streams.core.records import CapturedPage, PageBatch, ParsedPage
 from streams.core.simhash import to_signed
 from streams.stages.context import Outbox, StageContext
 from streams.stages.dedup import dedup_partition
 from streams.store.warc import payload_digest
 
 
-def handle(ctx: StageContext, batch: dict[str, Any], out: Outbox) -> None:
+def handle(ctx: StageContext, batch: PageBatch, out: Outbox) -> None:
     near = ctx.settings.crawl.near_dup_distance >= 0
     handoff = ctx.handoff
     pages = batch["pages"]
@@ -32,27 +31,25 @@ def handle(ctx: StageContext, batch: dict[str, Any], out: Outbox) -> None:
         simhash = None if doc.simhash is None else to_signed(doc.simhash)
         body = page["body"]
         digest = payload_digest(body)
+        capture: CapturedPage = {**page}
         if handoff.enabled and handoff.put(page["url"], digest, body):
-            page = {**page, "body": None}
-        out.add(
-            topology.CONTENT_DEDUP,
-            dedup_partition(ctx, doc.fingerprint, simhash, 0),
-            {
-                "page": page,
-                "digest": digest,
-                "size": len(body),
-                "fingerprint": doc.fingerprint,
-                "title": doc.title,
-                "links": doc.links,
-                "base": doc.base,
-                "nofollow": doc.nofollow,
-                "noindex": doc.noindex,
-                "duplicate_of": None,
-                "simhash": simhash,
-                "band": 0,
-                "near_duplicate_of": None,
-            },
-        )
+            capture["body"] = None
+        parsed: ParsedPage = {
+            "page": capture,
+            "digest": digest,
+            "size": len(body),
+            "fingerprint": doc.fingerprint,
+            "title": doc.title,
+            "links": doc.links,
+            "base": doc.base,
+            "nofollow": doc.nofollow,
+            "noindex": doc.noindex,
+            "duplicate_of": None,
+            "simhash": simhash,
+            "band": 0,
+            "near_duplicate_of": None,
+        }
+        out.add(topology.CONTENT_DEDUP, dedup_partition(ctx, doc.fingerprint, simhash, 0), parsed)
 
 
 class ParseStage:
@@ -65,5 +62,5 @@ class ParseStage:
     def __init__(self, ctx: StageContext) -> None:
         self.ctx = ctx
 
-    def step(self, partition: int, batch: dict[str, Any], out: Outbox) -> None:
+    def step(self, partition: int, batch: PageBatch, out: Outbox) -> None:
         handle(self.ctx, batch, out)

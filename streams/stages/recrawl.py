@@ -27,6 +27,7 @@ from streams import codec
 from streams.core.freshness import Record, RevisitSchedule
 from streams.core.frontier import Frontier
 from streams.core.provenance import Via
+from streams.core.records import FrontierEvent, UrlCandidate
 
 
 def is_refeed(via: str | None) -> bool:
@@ -39,18 +40,18 @@ MAX_DUE_PER_EVENT = 1000
 
 def handle(
     partition: int,
-    event: dict[str, Any],
+    event: FrontierEvent,
     frontier: Frontier,
     revisits: RevisitSchedule,
     records: Iterable[tuple[str, Record]],
-) -> list[dict[str, Any]]:
+) -> list[UrlCandidate]:
     """Apply an event's revisit parts; returns the new URLs left for the frontier."""
     if not revisits.knows_partition(partition):
         revisits.adopt(partition, records)
     for done in event["completions"]:
         if done["kind"] == "page" and done["status"] == 304:
             revisits.unmodified(done["url"])
-    rest: list[dict[str, Any]] = []
+    rest: list[UrlCandidate] = []
     for candidate in event["new_urls"]:
         via = candidate.get("via")
         if not is_refeed(via):

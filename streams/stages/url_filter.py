@@ -17,6 +17,7 @@ from typing import Any
 import topology
 from streams.core.filters import FilterConfig, Rejection, filter_url, vet
 from streams.core.provenance import Via
+from streams.core.records import UrlBatch
 from streams.core.sites import SiteRegistry
 from streams.core.urls import host_of, site_key
 from streams.stages.context import Outbox, crawl_log_record
@@ -53,7 +54,7 @@ def _settle_by_redirect(registry: SiteRegistry, url: str, via: str | None) -> No
 
 def handle(
     partition: int,
-    batch: dict[str, Any],
+    batch: UrlBatch,
     config: FilterConfig,
     scope: Container[str],
     sites: MutableMapping[str, Any] | SiteRegistry,
@@ -114,8 +115,8 @@ def handle(
         first["inlinks"] = int(first.get("inlinks", 1)) + int(candidate.get("inlinks", 1))
         first["depth"] = min(int(first["depth"]), int(candidate["depth"]))
         first["priority"] = max(int(first["priority"]), int(candidate["priority"]))
-    for candidate in passed.values():
-        out.add(topology.URL_SEEN, partition, candidate)
+    for survivor in passed.values():
+        out.add(topology.URL_SEEN, partition, survivor)
 
 
 class UrlFilterStage:
@@ -133,5 +134,5 @@ class UrlFilterStage:
     ) -> None:
         self.config, self.scope, self.sites = config, scope, sites
 
-    def step(self, partition: int, batch: dict[str, Any], out: Outbox) -> None:
+    def step(self, partition: int, batch: UrlBatch, out: Outbox) -> None:
         handle(partition, batch, self.config, self.scope, self.sites, out)

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from streams.core.bloom import BloomFilter
 from streams.core.provenance import Via
+from streams.core.records import UrlBatch, UrlCandidate
 from streams.core.registry import InlinkChange, key_of
 from streams.core.urls import host_of, site_key
 from streams.core.urlstate import (
@@ -108,7 +109,7 @@ class SeenRegistry(Protocol):
 
 def handle(
     partition: int,
-    batch: dict[str, Any],
+    batch: UrlBatch,
     seen: SeenRegistry,
     scope: MutableMapping[str, int],
     filters: SeenFilters,
@@ -200,11 +201,11 @@ def handle(
 
 
 def _keyed_candidates(
-    batch_urls: list[dict[str, Any]], out: Outbox
-) -> tuple[list[dict[str, Any]], list[str], list[bytes]]:
+    batch_urls: list[UrlCandidate], out: Outbox
+) -> tuple[list[UrlCandidate], list[str], list[bytes]]:
     """The candidates that have a registry key, with their URLs and keys; a URL without
     a host (not from url-filter) is logged and skipped."""
-    candidates: list[dict[str, Any]] = []
+    candidates: list[UrlCandidate] = []
     urls: list[str] = []
     keys: list[bytes] = []
     for candidate in batch_urls:
@@ -242,7 +243,7 @@ class UrlSeenStage:
         self.offset = offset
         self.sitemap_ttl, self.resend_grace = sitemap_ttl, resend_grace
 
-    def step(self, partition: int, batch: dict[str, Any], out: Outbox) -> None:
+    def step(self, partition: int, batch: UrlBatch, out: Outbox) -> None:
         handle(
             partition,
             batch,
@@ -264,8 +265,8 @@ class _MetAgain:
     whose stamp to renew."""
 
     inlinks: dict[str, int] = field(default_factory=dict)
-    sitemaps: list[dict[str, Any]] = field(default_factory=list)
-    resend: dict[str, dict[str, Any]] = field(default_factory=dict)
+    sitemaps: list[UrlCandidate] = field(default_factory=list)
+    resend: dict[str, UrlCandidate] = field(default_factory=dict)
     restamp: list[str] = field(default_factory=list)
 
     def act(
@@ -295,7 +296,7 @@ class _MetAgain:
 
 def _resend(
     partition: int,
-    candidates: dict[str, dict[str, Any]],
+    candidates: dict[str, UrlCandidate],
     restamp: list[str],
     seen: SeenRegistry,
     now: float,
@@ -320,7 +321,7 @@ def _resend(
 
 def _reread_sitemaps(
     partition: int,
-    candidates: list[dict[str, Any]],
+    candidates: list[UrlCandidate],
     seen: SeenRegistry,
     ttl: float,
     now: float,

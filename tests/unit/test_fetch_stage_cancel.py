@@ -14,6 +14,7 @@ import asyncio
 import time
 from typing import Any
 
+from streams.core.records import FetchBatch
 from streams.fetch.config import FetchConfig
 from streams.fetch.fetcher import Fetcher
 from streams.stages.context import Counters, Outbox
@@ -30,7 +31,7 @@ class _Context:
         return Outbox(self, frontier_after_delivery=frontier_after_delivery)  # type: ignore[arg-type]
 
 
-def _batch(url: str) -> dict[str, Any]:
+def _batch(url: str) -> FetchBatch:
     return {
         "requests": [
             {"url": url, "host": "127.0.0.1", "kind": "page", "depth": 0, "dispatched_at": 1.0}

@@ -13,8 +13,8 @@ import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any
 
+from streams.core.records import FetchRequest
 from streams.fetch.config import FetchConfig
 from streams.fetch.fetcher import Fetcher
 from streams.stages.context import Counters, Outbox
@@ -60,7 +60,7 @@ async def _server(hold: asyncio.Event | None = None) -> AsyncIterator[tuple[int,
         await server.wait_closed()
 
 
-def _request(port: int, path: str, dispatched_at: float = 1.0) -> dict[str, Any]:
+def _request(port: int, path: str, dispatched_at: float = 1.0) -> FetchRequest:
     return {
         "url": f"http://127.0.0.1:{port}{path}",
         "host": f"127.0.0.1:{port}",

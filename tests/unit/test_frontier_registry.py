@@ -18,6 +18,7 @@ import pytest
 
 from streams.core.frontier import PARK_AFTER_ERRORS, Frontier, Politeness
 from streams.core.provenance import Via
+from streams.core.records import UrlCandidate
 from streams.core.registry import UrlRegistry, state_of, with_state
 from streams.core.urlstate import retier_candidate
 from streams.stages import url_seen
@@ -136,7 +137,12 @@ def test_a_sitemap_met_again_after_robots_ttl_is_read_again(tmp_path: Path) -> N
 
     def named_by_robots(at: float) -> list[dict[str, Any]]:
         out = SeenOutbox()
-        robots_says = {"url": sitemap, "depth": 1, "priority": 0, "via": "http://a.test/robots.txt"}
+        robots_says: UrlCandidate = {
+            "url": sitemap,
+            "depth": 1,
+            "priority": 0,
+            "via": "http://a.test/robots.txt",
+        }
         url_seen.handle(
             0,
             {"urls": [{**robots_says, "kind": "sitemap"}]},

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from streams.core.frontier import Frontier, Politeness
+from streams.core.records import UrlCandidate
 from streams.core.urlstate import is_retier, retier_candidate
 from streams.stages import url_seen
 from tests.unit.frontier_registry_helpers import T0, Clock, Crawl, SeenOutbox, done
@@ -103,7 +104,7 @@ class _World:
         self.held: list[list[dict[str, Any]]] = []
         self.answered = 0
 
-    def links(self, batch: list[dict[str, Any]]) -> None:
+    def links(self, batch: list[UrlCandidate]) -> None:
         out = SeenOutbox()
         url_seen.handle(
             0,
@@ -170,7 +171,7 @@ def test_a_retier_by_its_carried_slot_ends_as_one_looked_up_in_the_registry(
         if roll < 0.5:
             source = rng.choice(hosts)
             picked = [rng.choice(universe) for _ in range(rng.randint(1, 8))]
-            batch = [
+            batch: list[UrlCandidate] = [
                 {"url": u, "depth": depth[u], "priority": 0, "via": f"http://{source}/x"}
                 for u in picked
             ]

@@ -22,6 +22,7 @@ from streams.core.frontier import Frontier, Politeness
 from streams.core.handoff import ENTRY_OVERHEAD, HandoffCache
 from streams.core.partitioning import partition_for
 from streams.core.poison import Limits
+from streams.core.records import FetchedPage, FrontierEvent, UrlCandidate
 from streams.settings import Settings
 from streams.stages import dedup, link_extract, parse, recrawl
 from streams.store.pagestore import PageStore
@@ -141,7 +142,7 @@ def words(seed: int) -> str:
     return " ".join("".join(rng.choices("bcdfgklmnprstvz", k=6)) for _ in range(80))
 
 
-def fetched(url: str, n: int, *, etag: str = "", title: int | None = None) -> dict[str, Any]:
+def fetched(url: str, n: int, *, etag: str = "", title: int | None = None) -> FetchedPage:
     headers = [{"name": "Content-Type", "value": "text/html; charset=utf-8"}]
     if etag:
         headers.append({"name": "ETag", "value": etag})
@@ -165,7 +166,7 @@ def wire(record: dict[str, Any]) -> dict[str, Any]:
 
 def crawl(
     ctx: FakeCtx,
-    pages: list[dict[str, Any]],
+    pages: list[FetchedPage],
     store: PageStore,
     revisits: RevisitSchedule | None,
     *,
@@ -218,7 +219,7 @@ def schedule() -> RevisitSchedule:
     return RevisitSchedule({}, RevisitPolicy(), lambda url: 0, clock=lambda: 1000.0)
 
 
-def pages() -> list[dict[str, Any]]:
+def pages() -> list[FetchedPage]:
     return [
         fetched("http://a.test/1", 1),
         fetched("http://a.test/2", 2),
@@ -385,8 +386,8 @@ def test_a_handoff_refeed_is_queued_past_the_host_budget() -> None:
     revisits = schedule()
     frontier.enqueue("http://a.test/1")
     assert frontier.enqueue("http://a.test/2") is not None  # over budget: refused
-    refeed = {"url": "http://a.test/1", "depth": 1, "priority": 0, "kind": "page"}
-    event = {
+    refeed: UrlCandidate = {"url": "http://a.test/1", "depth": 1, "priority": 0, "kind": "page"}
+    event: FrontierEvent = {
         "new_urls": [{**refeed, "via": recrawl.Via.REFEED_HANDOFF}],
         "completions": [],
         "tick": False,

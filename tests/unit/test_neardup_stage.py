@@ -12,12 +12,13 @@ from __future__ import annotations
 import random
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 import topology
 from streams.core.partitioning import partition_for
+from streams.core.records import ParsedPage
 from streams.core.simhash import band_step, bands, hamming, simhash, to_signed, to_unsigned
 from streams.settings import Settings
 from streams.stages import dedup
@@ -100,7 +101,7 @@ def run_pipeline(
         handled += 1
         dedup.handle(
             ctx,  # type: ignore[arg-type]
-            {"pages": [item]},
+            {"pages": [cast(ParsedPage, item)]},
             fingerprints[partition],
             out,  # type: ignore[arg-type]
             band_tables[partition],

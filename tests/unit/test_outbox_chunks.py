@@ -6,6 +6,7 @@ from typing import Any
 
 import topology
 from streams import codec
+from streams.core.records import FrontierEvent
 from streams.producer import Deliveries
 from streams.stages.context import MAX_BATCH_BYTES, Counters, _chunks, _count_chunks
 
@@ -206,7 +207,7 @@ def test_the_fetch_outbox_offers_each_frontier_event_once_its_pages_are_acknowle
     ctx = RecordingContext()
     out = Outbox(ctx, frontier_after_delivery=True)  # type: ignore[arg-type]
 
-    async def apply(partition: int, event: dict[str, Any]) -> bool:
+    async def apply(partition: int, event: FrontierEvent) -> bool:
         urls = [c["url"] for c in event["completions"]]
         ctx.order.append(f"offered {partition} {urls}")
         assert out.pending == 2  # still held: the crawl is not idle meanwhile

@@ -9,6 +9,7 @@ from streams.core.freshness import RevisitPolicy, RevisitSchedule
 from streams.core.frontier import Frontier, Politeness
 from streams.core.partitioning import partition_for
 from streams.core.provenance import Via
+from streams.core.records import FrontierEvent, UrlCandidate
 from streams.core.urls import site_key
 from streams.stages.recrawl import handle, refeed_messages
 
@@ -30,11 +31,11 @@ def setup(track_all: bool) -> tuple[Frontier, RevisitSchedule, dict[str, Any], C
     return frontier, revisits, records, clock
 
 
-def event(new_urls=(), completions=()) -> dict[str, Any]:
+def event(new_urls=(), completions=()) -> FrontierEvent:
     return {"new_urls": list(new_urls), "completions": list(completions), "tick": False}
 
 
-def candidate(url: str, via: str | None = None) -> dict[str, Any]:
+def candidate(url: str, via: str | None = None) -> UrlCandidate:
     return {"url": url, "depth": 1, "priority": 0, "via": via, "kind": "page"}
 
 

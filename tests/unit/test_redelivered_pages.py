@@ -10,6 +10,7 @@ from warcio.archiveiterator import ArchiveIterator
 
 from streams.core.freshness import RevisitPolicy, RevisitSchedule
 from streams.core.handoff import HandoffCache
+from streams.core.records import CapturedPage
 from streams.stages import link_extract
 from streams.stages.dedup import payload_digest
 from streams.stages.link_extract import SAME_CAPTURE, _stored_before
@@ -18,15 +19,15 @@ from streams.store.pagestore import PageStore
 URL = "http://a.example/page"
 
 
-def page(body: bytes, fetched_at: float, status: int = 200) -> dict:
-    return {"url": URL, "body": body, "fetched_at": fetched_at, "status": status}
+def page(body: bytes, fetched_at: float, status: int = 200) -> CapturedPage:
+    return {"url": URL, "headers": [], "body": body, "fetched_at": fetched_at, "status": status}
 
 
 def schedule() -> RevisitSchedule:
     return RevisitSchedule({}, RevisitPolicy(), lambda url: 0, clock=lambda: 1000.0)
 
 
-def stored(revisits: RevisitSchedule, p: dict, capture: tuple[str, float] | None) -> None:
+def stored(revisits: RevisitSchedule, p: CapturedPage, capture: tuple[str, float] | None) -> None:
     revisits.fetched(URL, fingerprint="fp", headers=[], depth=0, stored=capture)
 
 

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 import topology
 from streams.core.filters import FilterConfig
 from streams.core.provenance import Via
+from streams.core.records import UrlBatch, UrlCandidate
 from streams.core.sites import (
     SiteInfo,
     SiteRegistry,
@@ -310,7 +311,7 @@ class FakeOutbox:
         return [item["url"] for _, _, item in self.added]
 
 
-def candidates(urls: list[str], via: str | None = "http://src.test/", depth: int = 1) -> dict:
+def candidates(urls: list[str], via: str | None = "http://src.test/", depth: int = 1) -> UrlBatch:
     return {"urls": [{"url": u, "depth": depth, "priority": 0, "via": via} for u in urls]}
 
 
@@ -553,10 +554,10 @@ def test_url_filter_answers_as_its_reference_step(config: FilterConfig) -> None:
     theirs: tuple[dict[str, Any], FakeOutbox] = ({}, FakeOutbox())
     scope = {"a.test", "c.test"}
     for _ in range(150):
-        batch: list[dict[str, Any]] = []
+        batch: list[UrlCandidate] = []
         for _ in range(rng.randrange(1, 30)):
             url = rng.choice(["http://", "https://", "HTTP://", "mailto:"]) + rng.choice(hosts)
-            item: dict[str, Any] = {
+            item: UrlCandidate = {
                 "url": url + rng.choice(paths),
                 "depth": rng.randrange(0, 4),
                 "priority": rng.randrange(0, 3),
@@ -570,7 +571,7 @@ def test_url_filter_answers_as_its_reference_step(config: FilterConfig) -> None:
         partition = rng.randrange(4)
         url_filter.handle(
             partition,
-            {"urls": [dict(c) for c in batch]},
+            {"urls": [UrlCandidate(**c) for c in batch]},
             config,
             scope,
             ours[0],

@@ -10,6 +10,7 @@ from typing import Any, cast
 import pytest
 
 from streams.core.provenance import Via
+from streams.core.records import UrlBatch
 from streams.core.registry import UrlRegistry
 from streams.core.urlstate import RESEND, STAMP, registration_stamp, resend_due
 from streams.stages.url_seen import SeenFilters, handle
@@ -28,7 +29,7 @@ class FrontierSink:
         self.logs.append(record)
 
 
-def batch(urls: list[str], via: str | None = None) -> dict[str, Any]:
+def batch(urls: list[str], via: str | None = None) -> UrlBatch:
     return {"urls": [{"url": u, "depth": 1, "priority": 0, "via": via} for u in urls]}
 
 
