@@ -15,7 +15,7 @@ The scenarios (--scenario; each round is one fault, --kills rounds, --every apar
 * all: the three in turn (leader, worker, rebalance, leader, ...).
 
 With --broker kafka the harness starts its own --nodes node Apache Kafka
-(streams/kafka_local.py); by default it runs on the embedded Tansu. The same runs,
+(streams/kafka/local.py); by default it runs on the embedded Tansu. The same runs,
 smaller, are tests: tests/integration/test_faults.py (Tansu, worker kills) and
 tests/integration/test_kafka_faults.py (3-node Kafka, each scenario). Exit status 1
 when a property below does not hold; the report is printed as JSON.
@@ -76,12 +76,12 @@ from bench.faults_harness import (  # noqa: E402
     wait_for,
 )
 from bench.faults_judge import judge, stall_diagnosis  # noqa: E402
-from streams.admin import ensure_topics, resolve_replication  # noqa: E402
-from streams.broker import EmbeddedBroker  # noqa: E402
 from streams.demo.server import ServerProcess, read_request_log, start_server_process  # noqa: E402
 from streams.demo.webgen import WebSpec  # noqa: E402
-from streams.kafka_local import KafkaCluster  # noqa: E402
-from streams.multiworker import read_status  # noqa: E402
+from streams.kafka.admin import ensure_topics, resolve_replication  # noqa: E402
+from streams.kafka.broker import EmbeddedBroker  # noqa: E402
+from streams.kafka.local import KafkaCluster  # noqa: E402
+from streams.ops.multiworker import read_status  # noqa: E402
 from streams.settings import Settings  # noqa: E402
 from streams.storeset import open_stores  # noqa: E402
 

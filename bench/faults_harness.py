@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from streams.demo.webgen import WebSpec
-from streams.kafka_local import KafkaCluster, quiet_config
+from streams.kafka.local import KafkaCluster, quiet_config
 
 REPO = Path(__file__).resolve().parents[1]
 

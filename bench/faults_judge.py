@@ -199,8 +199,8 @@ def judge(
         "requests_closer_than_the_delay": len(too_close),
         # requests delivered twice while in flight, started once (Frontier.claim)
         "duplicate_requests_refused": count_in_logs(root, "not started twice"),
-        # the Faust consumer fixes at work (streams/kafka_tuning.py guard_commits,
-        # streams/consumer_state.py refetch_skips and hold_gaps): each line a message
+        # the Faust consumer fixes at work (streams/kafka/tuning.py guard_commits,
+        # streams/kafka/consumer_state.py refetch_skips and hold_gaps): each line a message
         # Faust 0.15.3 would have committed over unhandled, i.e. lost
         "consumer_fixes_acted": {
             name: count_in_logs(root, line) for name, line in CONSUMER_FIX_LINES.items()

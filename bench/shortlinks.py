@@ -80,7 +80,7 @@ from bench.shortlinks_clients import (  # noqa: E402
     wait_port,
     wait_ready,
 )
-from streams.broker import EmbeddedBroker, free_port  # noqa: E402
+from streams.kafka.broker import EmbeddedBroker, free_port  # noqa: E402
 
 
 def descendants(pid: int) -> list[int]:

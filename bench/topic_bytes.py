@@ -32,9 +32,9 @@ sys.path.insert(0, str(REPO))
 from confluent_kafka import Consumer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient  # noqa: E402
 
-from streams.broker import EmbeddedBroker  # noqa: E402
 from streams.demo.server import read_request_log, start_server_process  # noqa: E402
 from streams.demo.webgen import WebSpec  # noqa: E402
+from streams.kafka.broker import EmbeddedBroker  # noqa: E402
 
 try:
     import psutil
@@ -67,7 +67,7 @@ def topic_sizes(bootstrap: str, prefix: str, deadline_s: float = 120.0) -> dict[
                 consumer.assign([tp])
                 until = time.monotonic() + deadline_s
                 offset = -1
-                # Tansu's listed highwater can lag (streams/kafka_tuning.py): read
+                # Tansu's listed highwater can lag (streams/kafka/tuning.py): read
                 # until the listed end, then until a poll comes back empty.
                 while time.monotonic() < until:
                     msg = consumer.poll(0.5)

@@ -45,8 +45,8 @@ import faust.streams as faust_streams  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 import topology  # noqa: E402
-from streams.broker import EmbeddedBroker  # noqa: E402
-from streams.producer import StageProducer  # noqa: E402
+from streams.kafka.broker import EmbeddedBroker  # noqa: E402
+from streams.kafka.producer import StageProducer  # noqa: E402
 from streams.registry_table import RegistryTable  # noqa: E402
 from streams.stages.url_seen import SeenFilters, handle  # noqa: E402
 from streams.tables import ProducedTable  # noqa: E402

@@ -20,8 +20,6 @@ import faust
 import mode.loop
 
 import topology
-from streams.admin import ensure_changelogs, ensure_topics, topic_configs
-from streams.consumer_state import hold_gaps, refetch_skips
 from streams.core import allocator
 from streams.core.filters import FilterConfig
 from streams.core.freshness import RevisitPolicy, RevisitSchedule
@@ -29,13 +27,15 @@ from streams.core.frontier import Frontier, Politeness
 from streams.core.sitemaps import SitemapConfig
 from streams.fetch.config import FetchConfig
 from streams.fetch.fetcher import Fetcher
-from streams.kafka_tuning import (
+from streams.kafka.admin import ensure_changelogs, ensure_topics, topic_configs
+from streams.kafka.consumer_state import hold_gaps, refetch_skips
+from streams.kafka.quiet_monitor import QuietMonitor
+from streams.kafka.tuning import (
     guard_commits,
     set_fetch_max_wait,
     stop_verifying_highwaters,
     verify_highwaters,
 )
-from streams.quiet_monitor import QuietMonitor
 from streams.registry_table import RegistryTable
 from streams.runtime.agents import declare_agent
 from streams.runtime.crawl_loop import CrawlLoop
@@ -233,7 +233,7 @@ def _declare_tables(app: faust.App, settings: Settings, table: Any) -> dict[str,
         "fingerprints": table("fingerprints"),
         "simhash-bands": table("simhash-bands"),
         "sites": table("sites"),
-        #: URLs whose crawl ended without a stored page (see streams/resume.py).
+        #: URLs whose crawl ended without a stored page (see streams/ops/resume.py).
         "done": table("done"),
         #: URL → revisit record; written by link-extract and frontier, both in the
         #: host's partition

@@ -109,7 +109,7 @@ class KafkaSettings:
     bootstrap: str = ""
     #: The broker `seine crawl` starts when no bootstrap is given: "tansu" (the
     #: embedded Tansu, no Java needed; topics die with it) or "kafka" (a one-node
-    #: Apache Kafka under DATA_DIR/kafka, streams/kafka_local.py; topics kept on disk).
+    #: Apache Kafka under DATA_DIR/kafka, streams/kafka/local.py; topics kept on disk).
     broker: str = "tansu"
     partitions: int = 4
     #: Replicas of every topic Seine or Faust creates (stages and table changelogs);
@@ -135,7 +135,7 @@ class KafkaSettings:
     #: what it prefetches per partition. A larger record still comes, alone.
     consumer_fetch_bytes: int = 1024 * 1024
     #: Linger (ms) of table changelog records, which then go through a producer of
-    #: their own (streams/producer.py); negative (the default): the stages' producer
+    #: their own (streams/kafka/producer.py); negative (the default): the stages' producer
     #: and its 2 ms. 500 cut a busy worker's produce requests ~195/s -> ~30/s and
     #: Tansu's CPU a page by 9-40%, but a table write then reaches the broker up to
     #: that much later than the stage messages sent after it (a dispatched fetch
@@ -175,7 +175,7 @@ class KafkaSettings:
     #: * Faust's table-recovery highwaters are checked against a fetch (one per
     #:   changelog partition): Tansu lists a partition's end as the start of its last
     #:   record batch plus one, which made recovery stop short
-    #:   (kafka_tuning.verify_highwaters; tests/integration/test_highwaters.py);
+    #:   (streams.kafka.tuning.verify_highwaters; tests/integration/test_highwaters.py);
     #: * a fetch that passed over offsets is re-done at once
     #:   (consumer_state.refetch_skips): seen on Tansu, never on Apache Kafka 4.4.0
     #:   in its fault tests.

@@ -22,7 +22,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         choices=("tansu", "kafka"),
         default="tansu",
         help="the broker every integration test runs on: the embedded Tansu (default) or "
-        "a one-node Apache Kafka (streams/kafka_local.py; Java 17+ and Maven or cached jars)",
+        "a one-node Apache Kafka (streams/kafka/local.py; Java 17+ and Maven or cached jars)",
     )
 
 

@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # What the tests drive besides Python: Apache Kafka needs Java 17+ and its jars come
-# with Maven (streams/kafka_local.py); the dashboard test drives Chromium; the demo
+# with Maven (streams/kafka/local.py); the dashboard test drives Chromium; the demo
 # server's test also serves through nginx.
 missing=()
 command -v java >/dev/null || missing+=(openjdk-17-jre-headless)

@@ -42,7 +42,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return 2
             settings = _settings_from(args)
             if args.workers > 1:
-                from streams.multiworker import run_workers
+                from streams.ops.multiworker import run_workers
 
                 with broker_for(settings) as effective:
                     return run_workers(effective, seeds, args.workers, args.until_idle)
@@ -70,7 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "demo":
             return cmd_demo(args)
         if args.command == "broker":
-            from streams.kafka_local import cmd_broker
+            from streams.kafka.local import cmd_broker
 
             return cmd_broker(args)
     except ValueError as exc:

@@ -49,8 +49,8 @@ def _tuned(settings: Settings, tuning: dict[str, Any]) -> dict[str, Any]:
 def _resume_from_tables(settings: Settings) -> Any:
     """Prepare a data dir whose tables outlived their broker's topics: make the local
     tables authoritative and work out what the lost stage messages carried."""
-    from streams.admin import forget_changelog_offsets
-    from streams.resume import plan_resume
+    from streams.kafka.admin import forget_changelog_offsets
+    from streams.ops.resume import plan_resume
 
     for worker_data in [Path(settings.data_dir), *Path(settings.data_dir).glob("worker-*")]:
         forget_changelog_offsets(worker_data)
@@ -58,8 +58,8 @@ def _resume_from_tables(settings: Settings) -> Any:
 
 
 def _push_plan(effective: Settings, plan: Any) -> None:
-    from streams.admin import ensure_topics
-    from streams.resume import push_resume
+    from streams.kafka.admin import ensure_topics
+    from streams.ops.resume import push_resume
 
     ensure_topics(effective)
     push_resume(effective.kafka.bootstrap, effective.app_id, plan)
@@ -76,10 +76,10 @@ def _push_plan(effective: Settings, plan: Any) -> None:
 def broker_for(settings: Settings) -> Iterator[Settings]:
     """Yield settings pointing at a broker: the given one, or one started for the
     duration (Settings.kafka.broker), with the topics' replication resolved."""
-    from streams.admin import resolve_replication
+    from streams.kafka.admin import resolve_replication
 
     if settings.kafka.bootstrap:
-        from streams.admin import ensure_topics
+        from streams.kafka.admin import ensure_topics
 
         effective = resolve_replication(settings)
         ensure_topics(effective)  # a topic with another partition count: one line, exit 2
@@ -90,7 +90,7 @@ def broker_for(settings: Settings) -> Iterator[Settings]:
         with _local_kafka(settings) as effective:
             yield effective
         return
-    from streams.broker import EmbeddedBroker
+    from streams.kafka.broker import EmbeddedBroker
 
     # A fresh in-memory broker has empty changelogs and no stage messages.
     plan = _resume_from_tables(settings)
@@ -111,8 +111,8 @@ def _local_kafka(settings: Settings) -> Iterator[Settings]:
     disk, so a rerun resumes from Kafka itself: the changelogs restore the tables and
     the stage topics still hold what was between stages. Only a new node under old
     tables (the dir's first Kafka run) needs the reconciliation Tansu always needs."""
-    from streams.admin import resolve_replication
-    from streams.kafka_local import KafkaCluster, KafkaError
+    from streams.kafka.admin import resolve_replication
+    from streams.kafka.local import KafkaCluster, KafkaError
 
     cluster = KafkaCluster(Path(settings.data_dir) / "kafka", 1)
     try:

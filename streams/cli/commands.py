@@ -161,7 +161,7 @@ def cmd_shorten(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     """Summarise a crawl from outside: its crawl log, its consumer group, its dead letters."""
     from streams.core.stats import CrawlTally
-    from streams.crawllog import (
+    from streams.ops.crawllog import (
         CrawlNotFound,
         LogRead,
         dead_letter_count,
@@ -192,7 +192,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     """Re-feed URLs of the crawl log to the frontier of the running crawl."""
-    from streams.crawllog import CrawlNotFound, parse_since, plan_replay, read_crawl_log, refeed
+    from streams.ops.crawllog import CrawlNotFound, parse_since, plan_replay, read_crawl_log, refeed
 
     settings = _settings_from(args)
     since = parse_since(args.since) if args.since else None

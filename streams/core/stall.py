@@ -121,7 +121,7 @@ class Refetches:
 def rewind_offset(entry: Mapping[str, Any]) -> int | None:
     """Where to re-read a partition its consumer is stuck on, or None if it is not.
 
-    `entry` is one partition of `streams.consumer_state.lagging_partitions`. In the
+    `entry` is one partition of `streams.kafka.consumer_state.lagging_partitions`. In the
     order checked: a commit held behind the last offset handed to the agent (the
     commit guard refuses to pass an offset never acknowledged: a message between
     the commit and the read offset was dropped on the way to the agent) re-reads

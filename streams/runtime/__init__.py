@@ -10,5 +10,5 @@ stuck partitions, a lost cluster); `seine_app.SeineApp` is the handle a command 
 test holds; `events` points table writes at the right changelog partition.
 
 May import faust, mode, topology, streams.stages, streams.core and the Kafka glue
-(streams.producer, streams.consumer_state); never streams.app or streams.cli.
+(streams.kafka.producer, streams.kafka.consumer_state); never streams.app or streams.cli.
 """

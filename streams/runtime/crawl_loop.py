@@ -26,7 +26,7 @@ import topology
 from streams.core.freshness import RevisitSchedule
 from streams.core.frontier import Frontier
 from streams.core.records import FetchRequest, FrontierEvent
-from streams.producer import Deliveries
+from streams.kafka.producer import Deliveries
 from streams.runtime.events import TICK, LocalEvent, reset_current_event, set_current_event
 from streams.runtime.seine_app import SeineApp
 from streams.stages import frontier

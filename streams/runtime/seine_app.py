@@ -14,8 +14,8 @@ from typing import Any
 import faust
 
 import topology
-from streams.consumer_state import lagging_partitions
 from streams.core.frontier import Frontier
+from streams.kafka.consumer_state import lagging_partitions
 from streams.settings import Settings
 from streams.stages.context import StageContext
 from streams.stages.fetch import FetchStage
@@ -115,7 +115,7 @@ class SeineApp:
         What is queued stays in the frontier's tables; once nothing is in flight,
         unsent or unhandled, the worker writes the data dir's clean-stop mark and
         stops, so a resume over the same data dir needs no reconciliation
-        (streams/resume.py). A second Ctrl-C, or `drain_timeout`, stops at once
+        (streams/ops/resume.py). A second Ctrl-C, or `drain_timeout`, stops at once
         without the mark.
         """
         if self.draining_since is not None:

@@ -8,7 +8,7 @@ binds a worker's parts to it and meets `base.Stage`, the one protocol an agent r
 outbox, the counters, the producer and the dead letters.
 
 May import topology, streams.core, streams.fetch, streams.store, streams.codec,
-streams.settings, streams.producer (through context) and, for the recrawl replay,
+streams.settings, streams.kafka.producer (through context) and, for the recrawl replay,
 confluent-kafka; never streams.runtime,
 streams.app or streams.cli.
 """

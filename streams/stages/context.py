@@ -27,7 +27,7 @@ from streams.core.records import FrontierEvent
 from streams.core.stall import offsets_handled
 from streams.core.stats import CrawlTally, HostCycle
 from streams.core.urls import host_of
-from streams.producer import Deliveries, StageProducer
+from streams.kafka.producer import Deliveries, StageProducer
 from streams.settings import Settings
 from topology import TopicSpec
 

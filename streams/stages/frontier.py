@@ -55,7 +55,7 @@ def handle(
 
     `done` records the URLs whose crawl ended without a stored page (an error, a
     redirect, robots-disallowed, a parked host): with the page store it is what
-    lets a resume over a data dir whose topics were lost (streams/resume.py)
+    lets a resume over a data dir whose topics were lost (streams/ops/resume.py)
     tell a finished URL from one lost in transit.
 
     `registry` is the URL registry: each URL's crawl state (queued, fetching,

@@ -283,7 +283,7 @@ class Forwarder:
 
 
 async def serve(config: RedirectProcessConfig) -> None:
-    from streams.producer import StageProducer
+    from streams.kafka.producer import StageProducer
 
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()

@@ -119,7 +119,7 @@ class ShortLinksBase:
         self.redirect_process: subprocess.Popen[bytes] | None = None
 
     def _topic(self, name: str) -> Any:
-        # streams.admin.ensure_topics creates it up front (topology.SERVICE_TOPICS);
+        # streams.kafka.admin.ensure_topics creates it up front (topology.SERVICE_TOPICS);
         # internal=True lets Faust create it where no one did (tests' bare apps).
         return self.app.topic(
             name,

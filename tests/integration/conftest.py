@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from streams.broker import EmbeddedBroker
+from streams.kafka.broker import EmbeddedBroker
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -29,7 +29,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedBroker]
     """One broker per test session (per xdist process): Tansu, or a one-node Apache
     Kafka with `--broker kafka`. Both offer `.bootstrap` and `.pids`."""
     if broker_kind() == "kafka":
-        from streams.kafka_local import KafkaCluster
+        from streams.kafka.local import KafkaCluster
 
         with KafkaCluster(tmp_path_factory.mktemp("kafka"), 1) as cluster:
             yield cluster  # type: ignore[misc]
@@ -188,7 +188,7 @@ def read_to_end(bootstrap: str, topic: str, deadline_s: float = 20.0) -> list[An
     """
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-    from streams.kafka_tuning import true_highwaters
+    from streams.kafka.tuning import true_highwaters
 
     consumer = Consumer(
         {
@@ -205,7 +205,7 @@ def read_to_end(bootstrap: str, topic: str, deadline_s: float = 20.0) -> list[An
             for p in meta.partitions
         }
         # Tansu lists a partition's end as its last record batch's start plus one
-        # (streams/kafka_tuning.py): reading up to that misses the rest of that batch
+        # (streams/kafka/tuning.py): reading up to that misses the rest of that batch
         ends = {p: end for (_t, p), end in true_highwaters(bootstrap, listed).items()}
         todo = {p for p, end in ends.items() if end > 0}
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in todo])

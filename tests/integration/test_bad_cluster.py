@@ -12,11 +12,11 @@ from pathlib import Path
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from streams.broker import EmbeddedBroker, free_port
 from streams.demo.server import read_request_log, start_server_process
 from streams.demo.webgen import WebSpec
 from streams.exits import EXIT_BROKER_LOST
-from streams.kafka_local import KafkaCluster, quiet_config
+from streams.kafka.broker import EmbeddedBroker, free_port
+from streams.kafka.local import KafkaCluster, quiet_config
 from streams.storeset import open_stores
 from tests.integration.conftest import REPO, crawl_env, run_seine
 

@@ -15,11 +15,11 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from streams.broker import EmbeddedBroker
 from streams.demo.server import read_request_log, start_server_process
 from streams.demo.webgen import DemoWeb, WebSpec
-from streams.multiworker import STATUS_FILE, read_status, worker_dir
-from streams.resume import url_states
+from streams.kafka.broker import EmbeddedBroker
+from streams.ops.multiworker import STATUS_FILE, read_status, worker_dir
+from streams.ops.resume import url_states
 from streams.storeset import open_stores
 from tests.integration.conftest import CrawlRun, crawl_env, run_crawl, run_seine
 

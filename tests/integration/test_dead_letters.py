@@ -10,10 +10,10 @@ from confluent_kafka import Producer
 
 import topology
 from streams import codec
-from streams.admin import ensure_topics
-from streams.broker import EmbeddedBroker
 from streams.demo.server import start_server_process
 from streams.demo.webgen import WebSpec
+from streams.kafka.admin import ensure_topics
+from streams.kafka.broker import EmbeddedBroker
 from streams.settings import Settings
 from streams.store.pagestore import PageStore
 from tests.integration.conftest import read_topic, run_crawl

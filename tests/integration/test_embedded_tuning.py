@@ -11,7 +11,7 @@ from typing import Any
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from streams.cli.brokers import EMBEDDED_GROUP_TIMEOUTS, broker_for
-from streams.producer import Deliveries, StageProducer
+from streams.kafka.producer import Deliveries, StageProducer
 from streams.settings import Settings, load_settings
 from tests.integration.conftest import read_topic
 

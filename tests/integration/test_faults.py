@@ -29,8 +29,8 @@ from pathlib import Path
 import pytest
 
 from bench.faults import FaultPlan, run
-from streams.broker import EmbeddedBroker
 from streams.demo.webgen import WebSpec
+from streams.kafka.broker import EmbeddedBroker
 
 #: Small, but each host's crawl outlasts the three kills: 25 pages 0.3 s apart take
 #: 7.5 s a host before any fault, and every kill stops a third of the hosts for seconds.

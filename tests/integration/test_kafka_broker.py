@@ -20,8 +20,8 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from streams import kafka_local
-from streams.kafka_local import quiet_config
+from streams.kafka import local as kafka_local
+from streams.kafka.local import quiet_config
 from tests.integration.conftest import REPO, run_seine
 
 

@@ -28,7 +28,7 @@ import pytest
 from bench.faults import FaultPlan, run
 from bench.faults_harness import replicas_in_sync, wait_for
 from streams.demo.webgen import WebSpec
-from streams.kafka_local import KafkaCluster
+from streams.kafka.local import KafkaCluster
 
 NODES = 3
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from streams.broker import EmbeddedBroker
+from streams.kafka.broker import EmbeddedBroker
 from streams.storeset import open_stores
 from tests.integration.conftest import run_crawl
 

@@ -24,9 +24,9 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from streams.broker import EmbeddedBroker, free_port
 from streams.demo.server import start_server_process
 from streams.demo.webgen import WebSpec
+from streams.kafka.broker import EmbeddedBroker, free_port
 from tests.integration.chromium import Chromium, chromium_binary
 from tests.integration.conftest import REPO, crawl_env, run_seine, stop_process
 

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from streams.broker import EmbeddedBroker, free_port
 from streams.demo.server import start_server_process
 from streams.demo.webgen import WebSpec
+from streams.kafka.broker import EmbeddedBroker, free_port
 from tests.integration.conftest import REPO, crawl_env, stop_process
 
 

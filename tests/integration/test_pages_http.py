@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import topology
-from streams.broker import EmbeddedBroker, free_port
 from streams.demo.server import start_server_process
 from streams.demo.webgen import WebSpec
+from streams.kafka.broker import EmbeddedBroker, free_port
 from tests.integration.conftest import REPO, crawl_env, run_seine
 
 #: Settings.kafka.partitions by default: the workers are started without --partitions.

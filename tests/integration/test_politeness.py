@@ -18,9 +18,9 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from streams.broker import EmbeddedBroker
 from streams.demo.server import Quirks, ServerProcess, read_request_log, start_server_process
 from streams.demo.webgen import PRIVATE_PREFIX, DemoWeb, WebSpec
+from streams.kafka.broker import EmbeddedBroker
 from streams.storeset import open_stores
 from tests.integration.conftest import read_crawl_log, run_crawl
 

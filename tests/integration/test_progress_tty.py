@@ -12,9 +12,9 @@ import time
 import uuid
 from pathlib import Path
 
-from streams.broker import EmbeddedBroker
 from streams.demo.server import ServerProcess, start_server_process
 from streams.demo.webgen import WebSpec
+from streams.kafka.broker import EmbeddedBroker
 from tests.integration.conftest import REPO, crawl_env, run_crawl
 
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from streams.broker import EmbeddedBroker
 from streams.demo.server import read_request_log, start_server_process
 from streams.demo.webgen import WebSpec
+from streams.kafka.broker import EmbeddedBroker
 from tests.integration.conftest import run_crawl
 
 SPEC = WebSpec(hosts=6, pages_per_host=12, seed=11)

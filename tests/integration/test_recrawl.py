@@ -27,7 +27,7 @@ import pytest
 
 import topology
 from streams import codec
-from streams.broker import EmbeddedBroker
+from streams.kafka.broker import EmbeddedBroker
 from streams.stages.recrawl import send_refeed
 from streams.store.pagestore import PageStore
 from tests.integration.conftest import REPO, crawl_env, read_topic

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from streams.broker import EmbeddedBroker
+from streams.kafka.broker import EmbeddedBroker
 from tests.integration.conftest import REPO, crawl_env, run_seine, stop_process
 
 HOST = "changing.test"

@@ -3,7 +3,7 @@ SIGKILL, then started again over the same --data-dir, finishes the crawl with no
 lost, every page stored once, and no stored page fetched again — judged by the demo
 server's own request log and the page store.
 
-The embedded Tansu's topics die with it, so this is what streams/resume.py and the
+The embedded Tansu's topics die with it, so this is what streams/ops/resume.py and the
 drain on Ctrl-C (streams/app.py) are for. With `pytest --broker kafka` the crawl
 starts a one-node Apache Kafka under its data dir instead, whose topics survive the
 kill: the same assertions hold with Kafka's own redelivery doing the resume.
@@ -25,7 +25,7 @@ import pytest
 
 from streams.demo.server import read_request_log, start_server_process
 from streams.demo.webgen import WebSpec
-from streams.resume import CLEAN_MARK
+from streams.ops.resume import CLEAN_MARK
 from streams.storeset import open_stores
 from tests.integration.conftest import REPO, broker_kind, crawl_env, run_seine
 

@@ -6,8 +6,8 @@ import json
 import uuid
 
 import topology
-from streams.admin import ensure_topics
-from streams.broker import EmbeddedBroker
+from streams.kafka.admin import ensure_topics
+from streams.kafka.broker import EmbeddedBroker
 from streams.settings import Settings
 from tests.integration.conftest import crawl_env, read_topic, run_seine
 

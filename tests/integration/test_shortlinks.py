@@ -27,8 +27,8 @@ from typing import Any, TypeVar
 import aiohttp
 import pytest
 
-from streams.broker import EmbeddedBroker, free_port
 from streams.core.shortcodes import ALPHABET, CODE_LENGTH, home_partition
+from streams.kafka.broker import EmbeddedBroker, free_port
 from tests.integration.conftest import REPO, crawl_env
 
 T = TypeVar("T")

@@ -18,7 +18,7 @@ import pytest
 
 import topology
 from streams import codec
-from streams.broker import EmbeddedBroker
+from streams.kafka.broker import EmbeddedBroker
 from streams.storeset import open_stores
 from tests.integration.conftest import read_topic, run_crawl
 from tests.integration.loopback import page, serve

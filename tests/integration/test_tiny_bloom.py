@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from streams.broker import EmbeddedBroker
 from streams.demo.server import read_request_log, start_server_process
 from streams.demo.webgen import WebSpec
+from streams.kafka.broker import EmbeddedBroker
 from streams.store.pagestore import PageStore
 from tests.integration.conftest import run_crawl
 

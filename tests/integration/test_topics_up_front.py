@@ -12,7 +12,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource
 
 import topology
 from streams.app import create_app, create_topics
-from streams.broker import EmbeddedBroker
+from streams.kafka.broker import EmbeddedBroker
 from streams.settings import Settings
 from tests.integration.conftest import broker_kind
 

@@ -10,10 +10,10 @@ from collections import Counter
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from streams.broker import EmbeddedBroker
 from streams.demo.server import read_request_log, start_server_process
 from streams.demo.webgen import WebSpec
-from streams.resume import url_states
+from streams.kafka.broker import EmbeddedBroker
+from streams.ops.resume import url_states
 from tests.integration.conftest import read_crawl_log, run_crawl
 
 SPEC = WebSpec(hosts=4, pages_per_host=40, seed=5, cross_host_fraction=0.1)

@@ -14,10 +14,10 @@ from collections import defaultdict
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from streams.broker import EmbeddedBroker
 from streams.core.urls import site_key
 from streams.demo.server import read_request_log, start_server_process
 from streams.demo.webgen import WebSpec
+from streams.kafka.broker import EmbeddedBroker
 from streams.storeset import open_stores
 from tests.integration.conftest import run_crawl
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import yaml
 
-from streams.admin import build_parser
-from streams.kafka_local import docker_env, kafka_version
+from streams.kafka.admin import build_parser
+from streams.kafka.local import docker_env, kafka_version
 from streams.settings import GROUP_OF
 
 INFRA = Path(__file__).resolve().parents[2] / "infra"
@@ -69,7 +69,7 @@ def test_three_kraft_brokers_replicating_three_ways() -> None:
 def test_topics_are_created_from_topology_before_workers_start() -> None:
     services = compose()["services"]
     topics = services["topics"]
-    assert topics["command"][:3] == ["python", "-m", "streams.admin"]
+    assert topics["command"][:3] == ["python", "-m", "streams.kafka.admin"]
     build_parser().parse_args(topics["command"][3:])  # flags the module accepts
     assert topics["environment"]["SEINE_REPLICATION_FACTOR"] == "3"
     worker = services["worker"]

@@ -7,7 +7,7 @@ from typing import Any
 import topology
 from streams import codec
 from streams.core.records import FrontierEvent
-from streams.producer import Deliveries
+from streams.kafka.producer import Deliveries
 from streams.stages.context import MAX_BATCH_BYTES, Counters, _chunks, _count_chunks
 
 

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from streams.producer import Deliveries, DeliveryFailed, StageProducer
+from streams.kafka.producer import Deliveries, DeliveryFailed, StageProducer
 
 
 def closed_port() -> int:

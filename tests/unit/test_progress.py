@@ -6,7 +6,7 @@ import io
 
 import pytest
 
-from streams.progress import Progress, ProgressFigures
+from streams.ops.progress import Progress, ProgressFigures
 
 
 class Tty(io.StringIO):

@@ -26,9 +26,9 @@ import pytest
 from aiohttp import web
 from faust.stores.rocksdb import RocksDBOptions
 
-from streams.broker import free_port
 from streams.core.partitioning import partition_for
 from streams.core.shortcodes import ALPHABET
+from streams.kafka.broker import free_port
 from streams.web.redirect_process import (
     LinkReader,
     RedirectProcessConfig,

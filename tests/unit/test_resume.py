@@ -1,4 +1,4 @@
-"""streams.resume: which URLs a stop lost in transit, from what the data dir keeps."""
+"""streams.ops.resume: which URLs a stop lost in transit, from what the data dir keeps."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 from rocksdict import Options, Rdict
 
-from streams.resume import (
+from streams.ops.resume import (
     CLEAN_MARK,
     TableState,
     lost_urls,

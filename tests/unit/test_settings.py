@@ -234,7 +234,7 @@ def test_with_overrides_returns_a_copy() -> None:
 def test_each_worker_of_a_crawl_gets_ports_of_its_own(tmp_path: Path) -> None:
     """`seine crawl --workers N --web-port P --redirect-port R`: worker i listens on
     P+i and its redirect process on R+i (one port each could not be bound twice)."""
-    from streams.multiworker import settings_env, worker_env
+    from streams.ops.multiworker import settings_env, worker_env
 
     settings = Settings.of(web_enabled=True, web_port=7000, redirect_port=7100)
     base = settings_env(settings)
@@ -256,7 +256,7 @@ def test_compression_reaches_the_stage_producer() -> None:
     """SEINE_COMPRESSION picks the stages' codec; librdkafka refuses one it lacks."""
     from confluent_kafka import KafkaException
 
-    from streams.producer import StageProducer
+    from streams.kafka.producer import StageProducer
 
     assert Settings().kafka.compression == "lz4"
     s = load_settings(environ={"SEINE_COMPRESSION": "zstd"})

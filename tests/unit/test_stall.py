@@ -7,9 +7,9 @@ from typing import Any
 
 from faust.types import TP
 
-from streams.consumer_state import lagging_partitions
 from streams.core.stall import StallWatch, StuckPartitions, rewind_offset, unhandled
-from streams.multiworker import (
+from streams.kafka.consumer_state import lagging_partitions
+from streams.ops.multiworker import (
     IDLE_SECONDS,
     UNCONSUMED,
     globally_idle,
@@ -227,8 +227,8 @@ def test_a_skipped_offset_holds_the_commit_instead_of_counting_as_handled() -> N
     from faust.transport.consumer import Consumer
     from intervaltree import IntervalTree
 
-    from streams.consumer_state import hold_gaps
-    from streams.kafka_tuning import guard_commits
+    from streams.kafka.consumer_state import hold_gaps
+    from streams.kafka.tuning import guard_commits
 
     guard_commits()
     hold_gaps()
@@ -318,7 +318,7 @@ def drain(consumer: Any, batch: list[tuple[Any, int]], tries: Any) -> list[tuple
     offset as the partition's read offset before taking the next record."""
     import asyncio
 
-    from streams.consumer_state import refetch_skipped
+    from streams.kafka.consumer_state import refetch_skipped
 
     async def records() -> Any:
         for tp_, offset in batch:

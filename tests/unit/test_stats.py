@@ -20,7 +20,7 @@ from streams.core.stats import (
     reason_group,
     stage_breakdown,
 )
-from streams.crawllog import parse_since, plan_replay
+from streams.ops.crawllog import parse_since, plan_replay
 from streams.web.observe import SeineCollector
 
 

@@ -26,12 +26,12 @@ from pathlib import Path
 from typing import Any
 
 import topology
-from streams.consumer_state import describe as describe_lagging
 from streams.core.stall import StallWatch, offsets_handled
 from streams.core.stall import describe as describe_stall
 from streams.core.stats import ERROR_OUTCOMES
 from streams.exits import EXIT_NOTHING_FETCHED, nothing_fetched_failure
-from streams.progress import Progress, ProgressFigures
+from streams.kafka.consumer_state import describe as describe_lagging
+from streams.ops.progress import Progress, ProgressFigures
 from streams.settings import Settings
 
 IDLE_SECONDS = 2.0
@@ -169,7 +169,7 @@ def start_workers(
 ) -> tuple[list[subprocess.Popen[bytes]], list[Path]]:
     """Start `workers` worker processes, each in its own directory (log, fresh status
     file); returns the processes and the paths of their status files."""
-    from streams.broker import die_with_parent
+    from streams.kafka.broker import die_with_parent
 
     procs: list[subprocess.Popen[bytes]] = []
     status_paths: list[Path] = []
@@ -261,7 +261,7 @@ def report_crawl(
 
 def run_workers(settings: Settings, seeds: list[str], workers: int, until_idle: bool) -> int:
     """Start the workers, push the seeds, wait for idle (or a signal), stop the workers."""
-    from streams.admin import ensure_topics
+    from streams.kafka.admin import ensure_topics
 
     ensure_topics(settings)
     procs, status_paths = start_workers(settings, workers)

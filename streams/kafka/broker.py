@@ -5,9 +5,9 @@ on exit, so a whole crawl runs from one command with nothing else installed.
 Tansu's memory engine keeps every message for ever (no retention; DeleteRecords is
 unimplemented in Tansu 0.6), so the broker grows by ~24 KB per crawled page, and
 its topics vanish with the process: the data dir keeps the page store and the
-RocksDB tables, and streams/resume.py works out from them what the topics held.
+RocksDB tables, and streams/ops/resume.py works out from them what the topics held.
 A durable crawl on disk, with flat memory, runs on Apache Kafka instead
-(`--broker kafka`, streams/kafka_local.py).
+(`--broker kafka`, streams/kafka/local.py).
 """
 
 from __future__ import annotations
@@ -156,7 +156,7 @@ class EmbeddedBroker:
 
 
 def main() -> None:
-    """`python -m streams.broker [PORT]`: run an embedded broker in the foreground."""
+    """`python -m streams.kafka.broker [PORT]`: run an embedded broker in the foreground."""
     import sys
 
     port = int(sys.argv[1]) if len(sys.argv) > 1 else 9092

@@ -35,9 +35,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from streams.broker import die_with_parent
+from streams.kafka.broker import die_with_parent
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 POM = REPO / "infra" / "kafka" / "pom.xml"
 BROKER_PROPERTIES = REPO / "infra" / "kafka" / "broker.properties"
 #: A topic the readiness check writes to with acks=all: the cluster "accepts writes".
@@ -168,7 +168,7 @@ def docker_env(nodes: int = 3) -> str:
     for 3, and tests/unit/test_infra.py checks that it is current."""
     lines = [
         "# Generated from infra/kafka/broker.properties for a 3-node cluster by",
-        "# `python -m streams.kafka_local docker-env`: edit that file, not this one.",
+        "# `python -m streams.kafka.local docker-env`: edit that file, not this one.",
     ]
     for key, value in shared_properties(nodes).items():
         lines.append(f"KAFKA_{key.upper().replace('.', '_')}={value}")
@@ -547,7 +547,7 @@ def cmd_broker(args: argparse.Namespace) -> int:
 
 
 def _run_tansu(args: argparse.Namespace, stop: threading.Event) -> int:
-    from streams.broker import BrokerError, EmbeddedBroker
+    from streams.kafka.broker import BrokerError, EmbeddedBroker
 
     try:
         broker = EmbeddedBroker(port=args.port).start()
@@ -568,5 +568,5 @@ if __name__ == "__main__":
     if sys.argv[1:] == ["docker-env"]:
         sys.stdout.write(docker_env(3))
     else:
-        print("usage: python -m streams.kafka_local docker-env", file=sys.stderr)
+        print("usage: python -m streams.kafka.local docker-env", file=sys.stderr)
         raise SystemExit(2)

@@ -38,7 +38,7 @@ TANSU_CLUSTER_ID = "tansu_cluster"
 def cluster_info(bootstrap: str, timeout: float = 10.0) -> tuple[int, str]:
     """(brokers, cluster id) of the cluster at `bootstrap`; a ValueError naming it when
     it does not answer."""
-    from streams.kafka_local import quiet_config
+    from streams.kafka.local import quiet_config
 
     admin = AdminClient(quiet_config(bootstrap))
     try:
@@ -199,7 +199,7 @@ def forget_changelog_offsets(data_dir: str | Path) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m streams.admin",
+        prog="python -m streams.kafka.admin",
         description="Create every topic of topology/ with its partition count (SEINE_* "
         "settings apply: SEINE_BOOTSTRAP, SEINE_APP_ID, SEINE_PARTITIONS, "
         "SEINE_REPLICATION_FACTOR).",
@@ -219,7 +219,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m streams.admin`: the deployment step that creates the topics."""
+    """`python -m streams.kafka.admin`: the deployment step that creates the topics."""
     import sys
     import time
 
@@ -234,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         }
     )
     if not settings.kafka.bootstrap:
-        print("streams.admin: --bootstrap (or SEINE_BOOTSTRAP) is required", file=sys.stderr)
+        print("streams.kafka.admin: --bootstrap (or SEINE_BOOTSTRAP) is required", file=sys.stderr)
         return 2
     deadline = time.monotonic() + args.wait
     while True:
@@ -242,15 +242,15 @@ def main(argv: list[str] | None = None) -> int:
             created = ensure_topics(settings)
             break
         except TopologyMismatch as exc:
-            print(f"streams.admin: {exc}", file=sys.stderr)
+            print(f"streams.kafka.admin: {exc}", file=sys.stderr)
             return 1
         except Exception as exc:  # brokers not up yet
             if time.monotonic() >= deadline:
-                print(f"streams.admin: {exc}", file=sys.stderr)
+                print(f"streams.kafka.admin: {exc}", file=sys.stderr)
                 return 1
             time.sleep(2.0)  # a retry interval while the cluster starts
     print(
-        f"streams.admin: {len(created)} topics created, "
+        f"streams.kafka.admin: {len(created)} topics created, "
         f"{len(expected_partitions(settings)) - len(created)} already there"
     )
     return 0

@@ -1,0 +1,13 @@
+"""Seine's side of Kafka: the clients and brokers it runs, and the patches it needs.
+
+`broker` starts the embedded Tansu; `local` fetches Apache Kafka's jars and runs a
+local KRaft cluster; `admin` creates and checks topics (partition counts,
+replication, min.insync.replicas) and reads offsets; `producer` is the one
+librdkafka producer every stage and table changelog sends through, with delivery
+tracking; `tuning` and `consumer_state` patch faust-streaming 0.15 and aiokafka where
+they fall short (each patch says why, and on which broker and version it was
+needed); `quiet_monitor` keeps Faust's monitor from growing with the crawl.
+
+May import topology, streams.settings and streams.core; never streams.stages,
+streams.runtime, streams.app or streams.cli.
+"""
