@@ -62,12 +62,12 @@ from streams.core.registry import (
     VALUE_CACHE_SIZE,
     VALUE_CACHE_TOTAL,
     InlinkChange,
-    UrlRegistry,
     ValueCache,
     key_of,
     url_of,
 )
 from streams.core.sites import url_id
+from streams.store.url_registry import UrlRegistry
 from streams.tables import ProducedTable
 
 __all__ = [

@@ -115,7 +115,7 @@ def registry_key(site: int, url: str) -> bytes:
     registry carry their site's canonical host); scheme, userinfo and port are kept,
     since ``http://a/x`` and ``https://a/x`` can be different resources. Keys can
     collide (two sites with one id, two URLs with one hash): the registry stores the
-    URL and resolves that (:class:`~streams.core.registry.UrlRegistry`).
+    URL and resolves that (:class:`~streams.store.url_registry.UrlRegistry`).
     """
     parts = split_host(url)
     rest = url if parts is None else parts[0] + parts[2]

@@ -85,7 +85,7 @@ class SeenFilters:
 class SeenRegistry(Protocol):
     """The exact store url-seen writes to: :class:`~streams.registry_table.RegistryTable`
     in the crawl (partition = the current event's), a
-    :class:`~streams.core.registry.UrlRegistry` in unit tests."""
+    :class:`~streams.store.url_registry.UrlRegistry` in unit tests."""
 
     def add_keyed(
         self,

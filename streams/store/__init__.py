@@ -1,6 +1,8 @@
-"""The page store: every fetched page kept as WARC 1.1 segments plus a RocksDB index,
-readable by URL, exportable as CDXJ.  Modules here may import the standard library,
-rocksdict, warcio and isal, and each other; never Kafka, Faust or aiohttp, and never
+"""The crawl's stores on disk: the page store (every fetched page kept as WARC 1.1
+segments plus a RocksDB index, readable by URL, exportable as CDXJ) and
+``url_registry``, url-seen's RocksDB table of URLs and their crawl state (its keys
+and values are streams.core.registry's).  Modules here may import the standard library,
+rocksdict, warcio and isal, streams.core, and each other; never Kafka, Faust or aiohttp, and never
 ``streams.stages`` or ``streams.app`` -- the store is unit-testable on plain files, and
 the CLI and web readers open it without starting a worker.
 

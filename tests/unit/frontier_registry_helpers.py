@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from streams.core.frontier import Frontier, Politeness
-from streams.core.registry import UrlRegistry
 from streams.stages import frontier as frontier_stage
+from streams.store.url_registry import UrlRegistry
 
 T0 = 1_000_000.0
 

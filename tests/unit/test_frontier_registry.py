@@ -19,9 +19,10 @@ import pytest
 from streams.core.frontier import PARK_AFTER_ERRORS, Frontier, Politeness
 from streams.core.provenance import Via
 from streams.core.records import UrlCandidate
-from streams.core.registry import UrlRegistry, state_of, with_state
+from streams.core.registry import state_of, with_state
 from streams.core.urlstate import retier_candidate
 from streams.stages import url_seen
+from streams.store.url_registry import UrlRegistry
 from tests.unit.frontier_registry_helpers import T0, Crawl, SeenOutbox, done
 
 

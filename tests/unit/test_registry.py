@@ -11,9 +11,10 @@ from hypothesis import strategies as st
 from rocksdict import Options, Rdict
 
 import streams.core.registry as registry_module
-from streams.core.registry import UrlRegistry
+import streams.store.url_registry as url_registry_module
 from streams.core.sites import registry_key, site_id, url_id
 from streams.core.urls import site_key
+from streams.store.url_registry import UrlRegistry
 
 
 @pytest.fixture
@@ -91,7 +92,9 @@ def test_the_last_possible_site_id_scans_without_an_overflowing_bound(
     top = (1 << 63) - 1
     monkeypatch.setattr(registry_module, "site_id", lambda key: top if key == "z.test" else 1)
     # key_of memoises keys: bypass it while site ids are faked (and cache no fake key)
-    monkeypatch.setattr(registry_module, "key_of", registry_module.key_of.__wrapped__)
+    unmemoised = registry_module.key_of.__wrapped__
+    monkeypatch.setattr(registry_module, "key_of", unmemoised)
+    monkeypatch.setattr(url_registry_module, "key_of", unmemoised)
     reg.add_many(["http://z.test/a", "http://y.test/b"])
     assert list(reg.urls_of_site(top)) == ["http://z.test/a"]
     assert list(reg.urls_of_site(1)) == ["http://y.test/b"]
@@ -101,7 +104,9 @@ def test_colliding_keys_stay_exact(reg: UrlRegistry, monkeypatch: pytest.MonkeyP
     """Two sites with one id share "/" keys: the stored URL tells them apart."""
     monkeypatch.setattr(registry_module, "site_id", lambda key: 7)
     # key_of memoises keys: bypass it while site ids are faked (and cache no fake key)
-    monkeypatch.setattr(registry_module, "key_of", registry_module.key_of.__wrapped__)
+    unmemoised = registry_module.key_of.__wrapped__
+    monkeypatch.setattr(registry_module, "key_of", unmemoised)
+    monkeypatch.setattr(url_registry_module, "key_of", unmemoised)
     assert reg.add_many(["http://a.test/", "http://b.test/", "http://a.test/"]) == [
         True,
         True,

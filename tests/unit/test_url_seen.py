@@ -11,9 +11,9 @@ import pytest
 
 from streams.core.provenance import Via
 from streams.core.records import UrlBatch
-from streams.core.registry import UrlRegistry
 from streams.core.urlstate import RESEND, STAMP, registration_stamp, resend_due
 from streams.stages.url_seen import SeenFilters, handle
+from streams.store.url_registry import UrlRegistry
 
 
 class FrontierSink:
