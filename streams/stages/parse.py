@@ -10,6 +10,8 @@ than its whole bound) travels inline, as it did before the hand-off.
 
 from __future__ import annotations
 
+from typing import cast
+
 import topology
 from streams.core.parsing import charset_from_headers, parse_pages
 from streams.core.records import CapturedPage, PageBatch, ParsedPage
@@ -31,9 +33,11 @@ def handle(ctx: StageContext, batch: PageBatch, out: Outbox) -> None:
         simhash = None if doc.simhash is None else to_signed(doc.simhash)
         body = page["body"]
         digest = payload_digest(body)
-        capture: CapturedPage = {**page}
+        # the page itself when its body travels inline (a FetchedPage is a CapturedPage
+        # whose body is set); a copy without the body only when the cache keeps it
+        capture = cast(CapturedPage, page)
         if handoff.enabled and handoff.put(page["url"], digest, body):
-            capture["body"] = None
+            capture = {**capture, "body": None}
         parsed: ParsedPage = {
             "page": capture,
             "digest": digest,
