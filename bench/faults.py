@@ -83,7 +83,7 @@ from streams.kafka.broker import EmbeddedBroker  # noqa: E402
 from streams.kafka.local import KafkaCluster  # noqa: E402
 from streams.ops.multiworker import read_status  # noqa: E402
 from streams.settings import Settings  # noqa: E402
-from streams.storeset import open_stores  # noqa: E402
+from streams.store.storeset import open_stores  # noqa: E402
 
 
 class FaultRun:

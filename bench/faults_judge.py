@@ -17,7 +17,7 @@ import topology
 from bench.faults_harness import REBALANCES, FaultPlan, Kill
 from streams.demo.server import read_request_log
 from streams.stages.link_extract import HANDOFF_MISS_REASON
-from streams.storeset import open_stores
+from streams.store.storeset import open_stores
 
 #: Timestamps come from the server's clock and the harness's: a millisecond of slack.
 SLACK = 0.001
@@ -199,8 +199,8 @@ def judge(
         "requests_closer_than_the_delay": len(too_close),
         # requests delivered twice while in flight, started once (Frontier.claim)
         "duplicate_requests_refused": count_in_logs(root, "not started twice"),
-        # the Faust consumer fixes at work (streams/kafka/tuning.py guard_commits,
-        # streams/kafka/consumer_state.py refetch_skips and hold_gaps): each line a message
+        # the Faust consumer fixes at work (streams/kafka/patches/: guard_commits,
+        # refetch_skips and hold_gaps): each line a message
         # Faust 0.15.3 would have committed over unhandled, i.e. lost
         "consumer_fixes_acted": {
             name: count_in_logs(root, line) for name, line in CONSUMER_FIX_LINES.items()

@@ -35,11 +35,11 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from streams.core.decode import accept_encoding
 from streams.demo.nginx import nginx_binary, start_nginx
 from streams.demo.webgen import WebSpec
 from streams.fetch import handlers
 from streams.fetch.config import FetchConfig
-from streams.fetch.decode import accept_encoding
 from streams.fetch.fetcher import Fetcher
 
 Client = Callable[[list[str]], Awaitable[None]]

@@ -3,7 +3,7 @@
 The real `streams.core.frontier.Frontier` runs over RocksDB tables kept the way
 Faust's rocksdb store keeps the stage's `hosts` and `queue` tables: one database
 per partition, opened by Faust's own `RocksDBOptions` with the options the app
-gives those tables (`streams.tables.FRONTIER_STORE_OPTIONS`), JSON keys
+gives those tables (`streams.tables.produced.FRONTIER_STORE_OPTIONS`), JSON keys
 (`authority\\x00tier\\x00seq`) and values, each key in its host's partition.
 What is left out is the changelog send (it costs the broker memory, not the
 worker's). Host states are written back once per event (1,000 URLs), as the
@@ -35,7 +35,7 @@ from faust.stores.rocksdb import RocksDBOptions
 
 import topology
 from streams.core.frontier import Frontier, Politeness
-from streams.tables import FRONTIER_STORE_OPTIONS
+from streams.tables.produced import FRONTIER_STORE_OPTIONS
 
 STEP = 100_000
 EVENT = 1_000  # URLs per frontier event (one write-back of host states each)

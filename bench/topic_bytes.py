@@ -67,7 +67,7 @@ def topic_sizes(bootstrap: str, prefix: str, deadline_s: float = 120.0) -> dict[
                 consumer.assign([tp])
                 until = time.monotonic() + deadline_s
                 offset = -1
-                # Tansu's listed highwater can lag (streams/kafka/tuning.py): read
+                # Tansu's listed highwater can lag (streams/kafka/patches/highwaters.py): read
                 # until the listed end, then until a poll comes back empty.
                 while time.monotonic() < until:
                     msg = consumer.poll(0.5)

@@ -47,9 +47,9 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 import topology  # noqa: E402
 from streams.kafka.broker import EmbeddedBroker  # noqa: E402
 from streams.kafka.producer import StageProducer  # noqa: E402
-from streams.registry_table import RegistryTable  # noqa: E402
 from streams.stages.url_seen import SeenFilters, handle  # noqa: E402
-from streams.tables import ProducedTable  # noqa: E402
+from streams.tables.produced import ProducedTable  # noqa: E402
+from streams.tables.registry import RegistryTable  # noqa: E402
 
 
 def link_stream(

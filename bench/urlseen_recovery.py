@@ -3,7 +3,7 @@
 When a worker takes over a partition, url-seen rebuilds that partition's Bloom
 filter from the `seen` store before judging any URL (streams/stages/url_seen.py).
 This bench writes N URLs over P partitions into the registry layout through the
-real store (`streams.registry_table.RegistryStore`: site id + URL hash keys, one
+real store (`streams.tables.registry.RegistryStore`: site id + URL hash keys, one
 database per partition as Faust opens them) and times the real rebuild path,
 `SeenFilters.for_partition` over `RegistryStore.partition_keys`. The peer, in the
 same run, is the layout it replaced: a plain Faust table keyed by the
@@ -34,8 +34,8 @@ from rocksdict import Options, Rdict, WriteBatch  # noqa: E402
 
 import topology  # noqa: E402
 from streams.core.registry import key_of  # noqa: E402
-from streams.registry_table import RegistryTable  # noqa: E402
 from streams.stages.url_seen import SeenFilters  # noqa: E402
+from streams.tables.registry import RegistryTable  # noqa: E402
 
 
 def urls(n: int, hosts: int) -> Iterator[str]:

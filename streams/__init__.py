@@ -11,8 +11,7 @@ Where things live (topology/ beside this package declares the topics and stages)
   (WARC segments, index, SURT, CDXJ); `codec`: the wire format of every topic.
 - `kafka`: brokers (embedded Tansu, local Apache Kafka), admin, the producer, client
   patches; `ops`: running a crawl as a whole (workers, resume, crawl log, progress).
+- `tables`: Faust tables as Seine keeps them (written through Seine's producer,
+  url-seen's registry, their shared RocksDB memory).
 - `web`: dashboard, API, short links; `demo`: the bundled demo web; `cli`: `seine`.
-- Faust tables: `tables` (tables written through Seine's producer), `registry_table`
-  (url-seen's registry), `rocksdb_budget` (their shared memory), `storeset` (the page
-  stores of several workers read as one); `exits`: how a command ends.
 """

@@ -27,16 +27,9 @@ from streams.core.frontier import Frontier, Politeness
 from streams.core.sitemaps import SitemapConfig
 from streams.fetch.config import FetchConfig
 from streams.fetch.fetcher import Fetcher
+from streams.kafka import patches
 from streams.kafka.admin import ensure_changelogs, ensure_topics, topic_configs
-from streams.kafka.consumer_state import hold_gaps, refetch_skips
 from streams.kafka.quiet_monitor import QuietMonitor
-from streams.kafka.tuning import (
-    guard_commits,
-    set_fetch_max_wait,
-    stop_verifying_highwaters,
-    verify_highwaters,
-)
-from streams.registry_table import RegistryTable
 from streams.runtime.agents import declare_agent
 from streams.runtime.crawl_loop import CrawlLoop
 from streams.runtime.events import (
@@ -54,7 +47,8 @@ from streams.stages.base import Stage
 from streams.stages.context import StageContext
 from streams.stages.fetch import FetchStage
 from streams.store.pagestore import PageStore
-from streams.tables import FRONTIER_STORE_OPTIONS, ProducedTable
+from streams.tables.produced import FRONTIER_STORE_OPTIONS, ProducedTable
+from streams.tables.registry import RegistryTable
 from streams.web.observe import register_observe
 from streams.web.pages import register_pages
 from streams.web.shortlinks import register_shortlinks
@@ -80,14 +74,7 @@ log = logging.getLogger("seine")
 
 def faust_app(settings: Settings) -> faust.App:
     data = Path(settings.data_dir)
-    set_fetch_max_wait(settings.kafka.fetch_max_wait_ms)
-    guard_commits()
-    hold_gaps()
-    refetch_skips(enabled=settings.kafka.tansu_fixes)
-    if settings.kafka.tansu_fixes:
-        verify_highwaters(settings.kafka.bootstrap)
-    else:
-        stop_verifying_highwaters()
+    patches.install(settings.kafka)
     return faust.App(
         settings.app_id,
         broker=f"kafka://{settings.kafka.bootstrap}",

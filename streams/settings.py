@@ -175,9 +175,9 @@ class KafkaSettings:
     #: * Faust's table-recovery highwaters are checked against a fetch (one per
     #:   changelog partition): Tansu lists a partition's end as the start of its last
     #:   record batch plus one, which made recovery stop short
-    #:   (streams.kafka.tuning.verify_highwaters; tests/integration/test_highwaters.py);
+    #:   (streams.kafka.patches.highwaters.verify_highwaters; tests/integration/test_highwaters.py);
     #: * a fetch that passed over offsets is re-done at once
-    #:   (consumer_state.refetch_skips): seen on Tansu, never on Apache Kafka 4.4.0
+    #:   (patches.refetch.refetch_skips): seen on Tansu, never on Apache Kafka 4.4.0
     #:   in its fault tests.
     #: On a cluster whose id is not Tansu's they are off (admin.resolve_replication).
     tansu_fixes: bool = True

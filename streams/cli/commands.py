@@ -49,7 +49,7 @@ def cmd_seed(args: argparse.Namespace) -> int:
 def _open_store(args: argparse.Namespace, command: str) -> Any:
     """Every page store under --data-dir (its own, and one per worker of `--workers N`),
     read-only (a crawl may hold them open), as one StoreSet; None when there is none."""
-    from streams.storeset import open_stores
+    from streams.store.storeset import open_stores
 
     data = Path(_settings_from(args).data_dir)
     try:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from streams.cli.brokers import broker_for
 from streams.core.stats import ERROR_OUTCOMES, stage_breakdown
-from streams.exits import EXIT_NOTHING_FETCHED, nothing_fetched_failure
+from streams.ops.exits import EXIT_NOTHING_FETCHED, nothing_fetched_failure
 from streams.ops.progress import Progress
 from streams.settings import Settings
 

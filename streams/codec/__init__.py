@@ -37,7 +37,9 @@ records (`urls`: url_batch's UrlPacked; `fetches`: fetch_batch and frontier_even
 encode/decode). They import the standard library, fastavro and each other only
 (packing <- urls <- fetches, packing <- pages, wire <- all), never the rest of Seine,
 which imports this package: callers use the names re-exported below
-(`from streams import codec`), not the modules.
+(`from streams import codec`), not the modules. `seeds` reads the public seeds topic
+in every form people send (a URL line, JSON, the Avro `Seed`), over `wire` and
+streams.core.urls' canonical form; stages import it as `streams.codec.seeds`.
 """
 
 from __future__ import annotations

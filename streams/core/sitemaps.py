@@ -9,7 +9,7 @@ sitemap URLs exactly as to links.
 Hostile input is the normal case here, so:
 
 * **Size.** The body is read and decompressed with the fetcher's bounded decoders
-  (`streams.fetch.decode.decode_bounded`): a ``.xml.gz`` file is gunzipped only up
+  (`streams.core.decode.decode_bounded`): a ``.xml.gz`` file is gunzipped only up
   to ``max_bytes``, so a gzip bomb is cut off at the cap; a cut-off document keeps
   the entries before the cut. At most ``max_urls`` entries are read (the protocol's
   limit is 50,000 per file).
@@ -35,9 +35,9 @@ from dataclasses import dataclass, field
 
 from lxml import etree
 
+from streams.core.decode import ContentDecodeError, decode_bounded
 from streams.core.robots import RobotsRules
 from streams.core.urls import canonical, host_of, resolve, site_key
-from streams.fetch.decode import ContentDecodeError, decode_bounded
 
 __all__ = [
     "MAX_URLS",

@@ -20,7 +20,7 @@ ends within ``total_timeout``; every body held in memory is at most its cap.
   (streams/fetch/handlers.py) before any of the body is read; unknown types are
   refused unread. A handler reads through `CappedResponse`
   (streams/fetch/response.py), which decodes Content-Encoding with bounded output
-  (streams/fetch/decode.py).
+  (streams/core/decode.py).
 """
 
 from __future__ import annotations
@@ -34,9 +34,9 @@ from typing import Any
 import aiohttp
 from yarl import URL
 
+from streams.core.decode import ContentDecodeError, accept_encoding
 from streams.core.urls import resolve as resolve_url
 from streams.fetch.config import FetchConfig
-from streams.fetch.decode import ContentDecodeError, accept_encoding
 from streams.fetch.guard import AddressGuard, BlockedAddress, literal_address
 from streams.fetch.handlers import DEFAULT_HANDLERS, FetchResult, HandlerRegistry, normalize_type
 from streams.fetch.resolver import DnsError, GuardedResolver, make_dns_backend

@@ -1,6 +1,6 @@
 """Reading a response: the `ResponseView` handlers get, and the Retry-After header.
 
-`CappedResponse` reads the body once, decoded (streams/fetch/decode.py) and capped,
+`CappedResponse` reads the body once, decoded (streams/core/decode.py) and capped,
 and records in a `Progress` how far the fetch got, so a failure can say what timed
 out and keep the partial bytes. A body that came whole with the head is taken as
 it is; a compressed one whose wire bytes run far past the cap is cut off too.
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
-from streams.fetch.decode import decoder_for
+from streams.core.decode import decoder_for
 from streams.fetch.handlers import Body, normalize_type
 
 __all__ = ["CappedResponse", "Progress", "parse_retry_after"]

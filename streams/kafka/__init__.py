@@ -4,9 +4,11 @@
 local KRaft cluster; `admin` creates and checks topics (partition counts,
 replication, min.insync.replicas) and reads offsets; `producer` is the one
 librdkafka producer every stage and table changelog sends through, with delivery
-tracking; `tuning` and `consumer_state` patch faust-streaming 0.15 and aiokafka where
-they fall short (each patch says why, and on which broker and version it was
-needed); `quiet_monitor` keeps Faust's monitor from growing with the crawl.
+tracking; `patches` holds the patches of faust-streaming and aiokafka, one per
+module, each saying why, and on which broker and versions it is needed;
+`consumer_state` reads where a worker's consumer stands on each partition (for a
+stalled crawl's report); `quiet_monitor` keeps Faust's monitor from growing with
+the crawl.
 
 May import topology, streams.settings and streams.core; never streams.stages,
 streams.runtime, streams.app or streams.cli.

@@ -2,9 +2,10 @@
 processes of one app and decides when the crawl is idle; `resume` prepares a data
 dir whose tables outlived their broker's topics; `crawllog` reads the crawl-log
 topic (for `seine status` and the end-of-crawl checks); `progress` prints a crawl's
-progress on a terminal or as plain lines.
+progress on a terminal or as plain lines; `exits` holds the exit statuses every
+command, the supervisor and the worker agree on.
 
-May import topology, streams.settings, streams.core, streams.kafka, streams.storeset
-and streams.exits (resume also reuses the outbox's chunking of streams.stages);
-never streams.app or streams.cli: the CLI starts workers as processes.
+May import topology, streams.settings, streams.core, streams.kafka and streams.store
+(resume also reuses the outbox's chunking of streams.stages); never streams.app or
+streams.cli: the CLI starts workers as processes.
 """

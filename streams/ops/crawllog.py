@@ -29,7 +29,7 @@ import topology
 from streams import codec
 from streams.core.provenance import Via
 from streams.core.stats import REPLAY_OUTCOMES, CrawlTally, duplicate_rate, recent_rate
-from streams.kafka.tuning import true_highwaters
+from streams.kafka.patches.highwaters import true_highwaters
 from streams.settings import Settings
 
 

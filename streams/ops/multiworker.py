@@ -29,8 +29,8 @@ import topology
 from streams.core.stall import StallWatch, offsets_handled
 from streams.core.stall import describe as describe_stall
 from streams.core.stats import ERROR_OUTCOMES
-from streams.exits import EXIT_NOTHING_FETCHED, nothing_fetched_failure
 from streams.kafka.consumer_state import describe as describe_lagging
+from streams.ops.exits import EXIT_NOTHING_FETCHED, nothing_fetched_failure
 from streams.ops.progress import Progress, ProgressFigures
 from streams.settings import Settings
 

@@ -219,7 +219,7 @@ def plan_resume(data_dir: str | Path, partitions: int) -> ResumePlan | None:
     no tables (a first run) or the last stop was a clean drain."""
     from streams.core.parsing import charset_from_headers, parse_html
     from streams.core.urls import resolve, resolve_and_canonicalize
-    from streams.storeset import open_stores, store_paths
+    from streams.store.storeset import open_stores, store_paths
 
     started = time.monotonic()
     if not any(True for _ in table_dbs(data_dir, "seen")) or was_clean(data_dir):

@@ -17,8 +17,8 @@ from typing import Any
 import faust
 
 from streams import codec
+from streams.codec.seeds import InvalidSeed
 from streams.core.poison import oversized, screen
-from streams.core.seeds import InvalidSeed
 from streams.runtime.events import set_current_event
 from streams.stages.base import Stage
 from streams.stages.context import BATCH_FIELD, StageContext

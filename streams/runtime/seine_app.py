@@ -87,8 +87,8 @@ class SeineApp:
             # link-extract found no body in the hand-off cache: each page fetched again
             "handoff_misses": self.ctx.handoff.stats.missed,
             "handoff_evicted": self.ctx.handoff.stats.evicted,
-            # offsets a fetch skipped that the refetch gave up on (consumer_state.
-            # hold_gaps): each a message that would have been lost; the commit waits
+            # offsets a fetch skipped that the refetch gave up on (patches.
+            # gap_hold): each a message that would have been lost; the commit waits
             "skipped_offsets": getattr(self.app.consumer, "_seine_skipped", 0),
             # fetches re-done at once because they passed over offsets (refetch_skips)
             "refetches": getattr(self.app.consumer, "_seine_refetches", 0),

@@ -24,9 +24,9 @@ from typing import Any
 import topology
 from streams.core import allocator
 from streams.core.stall import StuckPartitions
-from streams.exits import EXIT_BROKER_LOST
 from streams.kafka.consumer_state import lagging_partitions, rewind
 from streams.kafka.producer import hook_into_commits
+from streams.ops.exits import EXIT_BROKER_LOST
 from streams.ops.multiworker import write_status
 from streams.ops.resume import CLEAN_MARK, clear_marks
 from streams.runtime.seine_app import SeineApp

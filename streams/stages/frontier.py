@@ -25,7 +25,7 @@ from streams.stages.context import Outbox, crawl_log_record
 
 class StateRegistry(Protocol):
     """Where the frontier records each URL's crawl state: url-seen's
-    :class:`~streams.registry_table.RegistryTable` in the crawl (the current event's
+    :class:`~streams.tables.registry.RegistryTable` in the crawl (the current event's
     partition), a :class:`~streams.store.url_registry.UrlRegistry` in unit tests."""
 
     def set_states(self, states: Mapping[str, Mapping[str, Any]]) -> list[str]: ...

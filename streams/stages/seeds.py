@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import topology
+from streams.codec.seeds import InvalidSeed, parse_seed
 from streams.core.provenance import Via
-from streams.core.seeds import InvalidSeed, parse_seed
 from streams.core.urls import host_of
 from streams.stages.context import Outbox, StageContext
 

@@ -2,7 +2,7 @@
 
 Per partition, a Bloom filter answers "definitely new" from memory; a "maybe
 seen" is confirmed against the exact store, the URL registry in a Faust table
-(:mod:`streams.registry_table`: RocksDB keyed by site id + URL hash, one
+(:mod:`streams.tables.registry`: RocksDB keyed by site id + URL hash, one
 WriteBatch and one changelog record per message), so a false positive costs one
 lookup and never loses a URL. A partition's filter is rebuilt from the registry's
 keys the first time this worker handles that partition, and again after any
@@ -83,7 +83,7 @@ class SeenFilters:
 
 
 class SeenRegistry(Protocol):
-    """The exact store url-seen writes to: :class:`~streams.registry_table.RegistryTable`
+    """The exact store url-seen writes to: :class:`~streams.tables.registry.RegistryTable`
     in the crawl (partition = the current event's), a
     :class:`~streams.store.url_registry.UrlRegistry` in unit tests."""
 

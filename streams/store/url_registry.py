@@ -2,7 +2,7 @@
 crawl state (the layout of keys and values, and why, is in streams.core.registry).
 
 The registry is local to one process; who owns which partition, and recovery, are
-the caller's concern: in the crawl, url-seen's Faust store (streams.registry_table)
+the caller's concern: in the crawl, url-seen's Faust store (streams.tables.registry)
 keeps one registry per table partition over the database Faust opened for it
 (`UrlRegistry.over`).
 """

@@ -147,7 +147,7 @@ class ShortLinkAgents(ShortLinksBase):
 
     def _persisted_offsets_timer(self) -> Callable[[], Any]:
         async def persist_link_offsets() -> None:
-            # streams.tables.ProducedTable records delivered changelog offsets and
+            # streams.tables.produced.ProducedTable records delivered changelog offsets and
             # applies them when asked; the app's own timer asks only its tables.
             for table in (self.codes, self.urls, self.clicks):
                 apply = getattr(table, "apply_persisted_offsets", None)

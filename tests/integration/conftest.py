@@ -188,7 +188,7 @@ def read_to_end(bootstrap: str, topic: str, deadline_s: float = 20.0) -> list[An
     """
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-    from streams.kafka.tuning import true_highwaters
+    from streams.kafka.patches.highwaters import true_highwaters
 
     consumer = Consumer(
         {
@@ -205,7 +205,7 @@ def read_to_end(bootstrap: str, topic: str, deadline_s: float = 20.0) -> list[An
             for p in meta.partitions
         }
         # Tansu lists a partition's end as its last record batch's start plus one
-        # (streams/kafka/tuning.py): reading up to that misses the rest of that batch
+        # (streams/kafka/patches/highwaters.py): reading up to that misses the rest of that batch
         ends = {p: end for (_t, p), end in true_highwaters(bootstrap, listed).items()}
         todo = {p for p, end in ends.items() if end > 0}
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in todo])

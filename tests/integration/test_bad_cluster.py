@@ -14,10 +14,10 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from streams.demo.server import read_request_log, start_server_process
 from streams.demo.webgen import WebSpec
-from streams.exits import EXIT_BROKER_LOST
 from streams.kafka.broker import EmbeddedBroker, free_port
 from streams.kafka.local import KafkaCluster, quiet_config
-from streams.storeset import open_stores
+from streams.ops.exits import EXIT_BROKER_LOST
+from streams.store.storeset import open_stores
 from tests.integration.conftest import REPO, crawl_env, run_seine
 
 

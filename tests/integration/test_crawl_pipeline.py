@@ -20,7 +20,7 @@ from streams.demo.webgen import DemoWeb, WebSpec
 from streams.kafka.broker import EmbeddedBroker
 from streams.ops.multiworker import STATUS_FILE, read_status, worker_dir
 from streams.ops.resume import url_states
-from streams.storeset import open_stores
+from streams.store.storeset import open_stores
 from tests.integration.conftest import CrawlRun, crawl_env, run_crawl, run_seine
 
 SPEC = WebSpec(hosts=30, pages_per_host=30, seed=7)

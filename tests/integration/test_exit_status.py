@@ -10,8 +10,8 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
-from streams.exits import EXIT_NOTHING_FETCHED
 from streams.kafka.broker import EmbeddedBroker
+from streams.ops.exits import EXIT_NOTHING_FETCHED
 from tests.integration.conftest import run_crawl
 
 

@@ -2,7 +2,7 @@
 
 Tansu lists a partition's end (ListOffsets, latest) as the base offset of its last
 record batch plus one; Faust's recovery stops at that listed end, so the records
-after the last batch's first one were not recovered. streams.kafka.tuning checks
+after the last batch's first one were not recovered. streams.kafka.patches.highwaters checks
 the listing against a fetch; these tests pin down both halves on the real broker.
 """
 
@@ -18,7 +18,11 @@ from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread
 from faust.types import TP
 
 from streams.kafka.broker import EmbeddedBroker
-from streams.kafka.tuning import stop_verifying_highwaters, true_highwaters, verify_highwaters
+from streams.kafka.patches.highwaters import (
+    stop_verifying_highwaters,
+    true_highwaters,
+    verify_highwaters,
+)
 from tests.integration.conftest import broker_kind
 
 BATCHES, PER_BATCH = 3, 5

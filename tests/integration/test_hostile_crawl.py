@@ -32,9 +32,9 @@ import pytest
 
 import topology
 from streams import codec
+from streams.core import decode
 from streams.demo.server import ServerProcess, start_server_process
 from streams.demo.webgen import PRIVATE_PREFIX, DemoWeb, WebSpec
-from streams.fetch import decode
 from streams.kafka.broker import EmbeddedBroker
 from streams.store.pagestore import PageStore
 from tests.hostile import server as hs

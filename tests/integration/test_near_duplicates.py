@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from streams.kafka.broker import EmbeddedBroker
-from streams.storeset import open_stores
+from streams.store.storeset import open_stores
 from tests.integration.conftest import run_crawl
 
 COPIES = ("news-a.test", "news-b.test", "news-c.test")

@@ -21,7 +21,7 @@ import pytest
 from streams.demo.server import Quirks, ServerProcess, read_request_log, start_server_process
 from streams.demo.webgen import PRIVATE_PREFIX, DemoWeb, WebSpec
 from streams.kafka.broker import EmbeddedBroker
-from streams.storeset import open_stores
+from streams.store.storeset import open_stores
 from tests.integration.conftest import read_crawl_log, run_crawl
 
 SPEC = WebSpec(hosts=6, pages_per_host=12, seed=11, disallowed_fraction=0.2)

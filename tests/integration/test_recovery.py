@@ -2,7 +2,7 @@
 
 Two ways back: the same data dir (RocksDB files on disk), and an empty data dir,
 where Faust must rebuild every table from its changelog topic — which checks that
-the changelog records Seine produces through librdkafka (streams/tables.py) are
+the changelog records Seine produces through librdkafka (streams/tables/produced.py) are
 exactly what Faust's recovery reads.
 """
 

@@ -1,4 +1,4 @@
-"""A fetch that passes over a record is re-done at once (streams/kafka/consumer_state.py,
+"""A fetch that passes over a record is re-done at once (streams/kafka/patches/refetch.py,
 `refetch_skipped`).
 
 A test-only sitecustomize makes aiokafka's fetcher skip one link-extract record
@@ -17,7 +17,7 @@ import pytest
 from streams.demo.server import start_server_process
 from streams.demo.webgen import WebSpec
 from streams.kafka.broker import EmbeddedBroker
-from streams.storeset import open_stores
+from streams.store.storeset import open_stores
 from tests.integration.conftest import broker_kind, run_crawl
 
 SPEC = WebSpec(hosts=3, pages_per_host=10, seed=5)

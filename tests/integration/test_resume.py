@@ -26,7 +26,7 @@ import pytest
 from streams.demo.server import read_request_log, start_server_process
 from streams.demo.webgen import WebSpec
 from streams.ops.resume import CLEAN_MARK
-from streams.storeset import open_stores
+from streams.store.storeset import open_stores
 from tests.integration.conftest import REPO, broker_kind, crawl_env, run_seine
 
 SPEC = WebSpec(hosts=6, pages_per_host=30, seed=23)

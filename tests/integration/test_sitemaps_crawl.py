@@ -19,7 +19,7 @@ import pytest
 import topology
 from streams import codec
 from streams.kafka.broker import EmbeddedBroker
-from streams.storeset import open_stores
+from streams.store.storeset import open_stores
 from tests.integration.conftest import read_topic, run_crawl
 from tests.integration.loopback import page, serve
 from tests.unit.test_sitemaps import index, urlset

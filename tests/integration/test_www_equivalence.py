@@ -18,7 +18,7 @@ from streams.core.urls import site_key
 from streams.demo.server import read_request_log, start_server_process
 from streams.demo.webgen import WebSpec
 from streams.kafka.broker import EmbeddedBroker
-from streams.storeset import open_stores
+from streams.store.storeset import open_stores
 from tests.integration.conftest import run_crawl
 
 SPEC = WebSpec(hosts=10, pages_per_host=24, seed=11, www_alias_fraction=0.5)

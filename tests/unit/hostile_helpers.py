@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from streams.fetch import decode
+from streams.core import decode
 from streams.fetch.config import FetchConfig
 from tests.hostile import server as hs
 from tests.hostile.server import HostileProcess

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from streams.cli.crawl import peak_rss_mb
-from streams.exits import nothing_fetched_failure
+from streams.ops.exits import nothing_fetched_failure
 
 
 def test_pages_fetched_is_success_even_with_errors() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 
-from streams.kafka.tuning import commit_allowed, first_pending_offset
+from streams.kafka.patches.commit_guard import commit_allowed, first_pending_offset
 
 
 def test_nothing_acknowledged_is_nothing_to_refuse() -> None:
@@ -44,7 +44,7 @@ def test_nothing_known_yet_holds_the_commit() -> None:
 def test_the_guard_is_installed_once_and_wraps_faust() -> None:
     from faust.transport.consumer import Consumer
 
-    from streams.kafka.tuning import guard_commits
+    from streams.kafka.patches.commit_guard import guard_commits
 
     guard_commits()
     wrapped = Consumer._new_offset
@@ -75,7 +75,7 @@ def test_faust_new_offset_with_the_guard() -> None:
     from faust.transport.consumer import Consumer
     from faust.types import TP
 
-    from streams.kafka.tuning import guard_commits
+    from streams.kafka.patches.commit_guard import guard_commits
 
     guard_commits()
     tp = TP("links", 0)

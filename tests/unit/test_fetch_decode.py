@@ -1,4 +1,4 @@
-"""The bounded Content-Encoding decoders (streams/fetch/decode.py)."""
+"""The bounded Content-Encoding decoders (streams/core/decode.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from streams.fetch import decode
-from streams.fetch.decode import ContentDecodeError, accept_encoding, decoder_for
+from streams.core import decode
+from streams.core.decode import ContentDecodeError, accept_encoding, decoder_for
 
 # -- bounded decoders -----------------------------------------------------------------------
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from streams.core import decode
 from streams.core.parsing import parse_html
-from streams.fetch import decode
 from streams.fetch.fetcher import Fetcher
 from streams.fetch.handlers import DEFAULT_HANDLERS, FetchResult, ResponseView, register_handler
 from tests.hostile import server as hs

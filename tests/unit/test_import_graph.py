@@ -7,6 +7,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("streams", "topology", "bench")
 
@@ -90,3 +92,53 @@ def test_no_import_cycles() -> None:
     graph = import_graph()
     assert len(graph) > 50  # it found the code
     assert cycles(graph) == []
+
+
+#: What each package may import, as its `__init__` says: the Seine packages it may
+#: reach (besides itself) and the libraries it must not. Lazy imports count.
+KAFKA_AND_FAUST = {"faust", "mode", "aiokafka", "confluent_kafka"}
+RULES: dict[str, tuple[set[str], set[str]]] = {
+    "streams.core": (set(), KAFKA_AND_FAUST | {"aiohttp", "rocksdict"}),
+    "streams.codec": ({"streams.core"}, KAFKA_AND_FAUST | {"aiohttp", "rocksdict"}),
+    "streams.store": ({"streams.core"}, KAFKA_AND_FAUST | {"aiohttp"}),
+    "streams.fetch": ({"streams.core"}, KAFKA_AND_FAUST | {"rocksdict"}),
+    "streams.tables": ({"streams.core", "streams.store"}, {"aiohttp", "confluent_kafka"}),
+}
+
+
+def imported_names(path: Path) -> set[str]:
+    """Every absolute module name `path` imports, at the top or lazily."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def rule_breaks(package: str, allowed: set[str], forbidden: set[str]) -> list[str]:
+    breaks = []
+    for name, path in _modules().items():
+        if name != package and not name.startswith(package + "."):
+            continue
+        for target in sorted(imported_names(path)):
+            top = target.partition(".")[0]
+            ours = top in ("streams", "topology")
+            reachable = any(
+                target == ok or target.startswith(ok + ".") for ok in {package, *allowed}
+            )
+            if top in forbidden or (ours and not reachable):
+                breaks.append(f"{name} imports {target}")
+    return breaks
+
+
+def test_the_rule_check_sees_a_break() -> None:
+    assert rule_breaks("streams.codec", set(), set())  # codec.seeds imports core
+    assert rule_breaks("streams.fetch", {"streams.core"}, {"aiohttp"})
+
+
+@pytest.mark.parametrize("package", sorted(RULES))
+def test_each_package_imports_what_its_init_allows(package: str) -> None:
+    allowed, forbidden = RULES[package]
+    assert rule_breaks(package, allowed, forbidden) == []

@@ -10,7 +10,7 @@ from typing import Any
 import faust
 from faust.utils import json as faust_json
 
-from streams.tables import ProducedTable
+from streams.tables.produced import ProducedTable
 from tests.unit.test_registry_table import CapturingProducer, changelog_event
 from tests.unit.test_registry_table import Handling as PartitionOnly
 

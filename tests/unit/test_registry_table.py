@@ -25,7 +25,7 @@ from streams.core.registry import key_of
 from streams.core.sites import site_id, url_id
 from streams.core.urls import site_key
 from streams.core.urlstate import registration_stamp
-from streams.registry_table import (
+from streams.tables.registry import (
     CHANGELOG_RECORD_MAX_BYTES,
     RegistryStore,
     RegistryTable,

@@ -1,6 +1,6 @@
 """The worker-wide RocksDB budget: every table's partition databases share one block
 cache and one write buffer manager, so their memtables are flushed once together they
-pass the budget, however many databases there are (streams/rocksdb_budget.py)."""
+pass the budget, however many databases there are (streams/tables/budget.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 import faust
 import pytest
 
-from streams import rocksdb_budget
-from streams.tables import FRONTIER_STORE_OPTIONS, ProducedTable
+from streams.tables import budget as rocksdb_budget
+from streams.tables.produced import FRONTIER_STORE_OPTIONS, ProducedTable
 
 
 @pytest.fixture

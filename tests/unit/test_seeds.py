@@ -1,4 +1,4 @@
-"""Unit tests for streams.core.seeds: every accepted form, and clear reasons for the rest."""
+"""Unit tests for streams.codec.seeds: every accepted form, and clear reasons for the rest."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import struct
 import pytest
 
 from streams import codec
-from streams.core.seeds import MAX_SEED_BYTES, InvalidSeed, Seed, parse_seed
+from streams.codec.seeds import MAX_SEED_BYTES, InvalidSeed, Seed, parse_seed
 
 
 def avro(url: str, priority: int = 0) -> bytes:

@@ -227,8 +227,8 @@ def test_a_skipped_offset_holds_the_commit_instead_of_counting_as_handled() -> N
     from faust.transport.consumer import Consumer
     from intervaltree import IntervalTree
 
-    from streams.kafka.consumer_state import hold_gaps
-    from streams.kafka.tuning import guard_commits
+    from streams.kafka.patches.commit_guard import guard_commits
+    from streams.kafka.patches.gap_hold import hold_gaps
 
     guard_commits()
     hold_gaps()
@@ -318,7 +318,7 @@ def drain(consumer: Any, batch: list[tuple[Any, int]], tries: Any) -> list[tuple
     offset as the partition's read offset before taking the next record."""
     import asyncio
 
-    from streams.kafka.consumer_state import refetch_skipped
+    from streams.kafka.patches.refetch import refetch_skipped
 
     async def records() -> Any:
         for tp_, offset in batch:

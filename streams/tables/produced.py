@@ -31,7 +31,7 @@ from faust.streams import current_event
 from faust.tables.table import Table
 from faust.utils import json as faust_json
 
-from streams.rocksdb_budget import budget
+from streams.tables.budget import budget
 
 #: RocksDB options of the frontier's tables (`hosts`, `queue`), handed to Faust's
 #: rocksdb store. Faust's defaults are sized for few large tables: 64 MB write
@@ -39,7 +39,7 @@ from streams.rocksdb_budget import budget
 #: queue is written once and read once per URL, in key order, so small write
 #: buffers and a small cache cost little speed and keep a worker's memory bounded
 #: however many URLs are queued (bench/frontier.py measures both). In a worker every
-#: table's store shares one cache and memtable budget instead (streams/rocksdb_budget.py:
+#: table's store shares one cache and memtable budget instead (streams/tables/budget.py:
 #: `block_cache_size` is then ignored and the write buffers are at most 4 MB).
 FRONTIER_STORE_OPTIONS: dict[str, int] = {
     "write_buffer_size": 8 * 1024 * 1024,
@@ -89,7 +89,7 @@ class ProducedTable(Table):
 
     def _new_store(self) -> Any:
         # Every RocksDB store of the worker shares one cache and memtable budget
-        # (streams/rocksdb_budget.py): a worker's memory no longer grows with its tables.
+        # (streams/tables/budget.py): a worker's memory no longer grows with its tables.
         store = super()._new_store()
         if isinstance(store, faust_rocksdb.Store):
             budget(store)

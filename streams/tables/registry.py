@@ -68,7 +68,7 @@ from streams.core.registry import (
 )
 from streams.core.sites import url_id
 from streams.store.url_registry import UrlRegistry
-from streams.tables import ProducedTable
+from streams.tables.produced import ProducedTable
 
 __all__ = [
     "CHANGELOG_RECORD_MAX_BYTES",

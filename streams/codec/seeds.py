@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from streams import codec
+from streams.codec.packing import DecodeError
+from streams.codec.wire import decode
 from streams.core.urls import canonical
 
 MAX_SEED_BYTES = 16 * 1024
@@ -47,8 +48,8 @@ def _try_avro(payload: bytes) -> tuple[str, int] | None:
         if body is None:
             continue
         try:
-            record = codec.decode("seed", body)
-        except codec.DecodeError:
+            record = decode("seed", body)
+        except DecodeError:
             continue
         if "://" in record["url"]:
             return record["url"], int(record["priority"])

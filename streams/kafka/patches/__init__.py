@@ -1,0 +1,42 @@
+"""Patches of faust-streaming's and aiokafka's private members, one per module, each
+saying why it exists, on which broker it is still needed and the versions it was
+checked on:
+
+- `fetch_max_wait`: the consumer's fetch wait comes from Settings (Faust hard-codes
+  1.5 s, which Tansu waits in full on every quiet hop);
+- `highwaters`: Faust's highwater lookups checked against a fetch (Tansu lists a
+  partition's end short of its last batch); Tansu only;
+- `commit_guard`: a commit never passes an offset the worker did not handle (three
+  holes in Faust's own check); both brokers;
+- `gap_hold`: offsets a fetch passed over hold the commit back instead of counting
+  as handled; both brokers;
+- `refetch`: such a fetch is re-done at once; Tansu only.
+
+`install` puts them in place for a worker's settings; each is installed once per
+process. May import faust, aiokafka, confluent_kafka and streams.core only.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from streams.kafka.patches.commit_guard import guard_commits
+from streams.kafka.patches.fetch_max_wait import set_fetch_max_wait
+from streams.kafka.patches.gap_hold import hold_gaps
+from streams.kafka.patches.highwaters import stop_verifying_highwaters, verify_highwaters
+from streams.kafka.patches.refetch import refetch_skips
+
+if TYPE_CHECKING:
+    from streams.settings import KafkaSettings
+
+
+def install(kafka: KafkaSettings) -> None:
+    """Every patch, set for the cluster `kafka` describes (`tansu_fixes`: Tansu's)."""
+    set_fetch_max_wait(kafka.fetch_max_wait_ms)
+    guard_commits()
+    hold_gaps()
+    refetch_skips(enabled=kafka.tansu_fixes)
+    if kafka.tansu_fixes:
+        verify_highwaters(kafka.bootstrap)
+    else:
+        stop_verifying_highwaters()
