@@ -2,6 +2,8 @@
 
 What tests and the benchmark use: the child runs ``python -m streams.demo.server`` with
 the flags :func:`spec_to_args` makes of a :class:`~streams.demo.webgen.WebSpec`.
+:func:`start_child` and :class:`ChildServer` are the start (a ready file written once
+the child listens) and the stop every such test server shares, tests/hostile's too.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any, Self
 
 from streams.demo.webgen import DemoWeb, WebSpec
 
@@ -42,8 +45,75 @@ def spec_to_args(spec: WebSpec) -> list[str]:
     return args
 
 
+class ChildServer:
+    """A server child process; `stop()` (or ``with``) ends it: SIGTERM, then SIGKILL
+    if it overruns."""
+
+    process: subprocess.Popen[bytes]
+
+    def stop(self, timeout: float = 15.0) -> int:
+        """Returns the exit code."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                return self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                return self.process.wait(timeout)
+        return self.process.returncode
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def start_child(
+    name: str,
+    cmd: list[str],
+    tmpdir: str | os.PathLike[str],
+    timeout: float,
+    cwd: Path | None = None,
+) -> tuple[subprocess.Popen[bytes], dict[str, Any], Path]:
+    """Run `cmd` (given ``--ready-file PATH``) with the repo root on PYTHONPATH; return
+    the process, the JSON it wrote to the ready file, and its stderr's path. Waits
+    with a deadline, and fails fast with the child's stderr if it dies first."""
+    tmp = Path(tmpdir)
+    tmp.mkdir(parents=True, exist_ok=True)
+    tag = uuid.uuid4().hex[:8]
+    ready = tmp / f"{name}-{tag}.ready.json"
+    stderr_path = tmp / f"{name}-{tag}.stderr"
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_REPO_ROOT), env.get("PYTHONPATH")]))
+    with open(stderr_path, "wb") as err:
+        process = subprocess.Popen(
+            [*cmd, "--ready-file", str(ready)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            env=env,
+            cwd=cwd,
+        )
+    deadline = time.monotonic() + timeout
+    delay = 0.005
+    while not ready.exists():
+        if process.poll() is not None:
+            raise RuntimeError(
+                f"{name} exited with {process.returncode}: "
+                + stderr_path.read_text(errors="replace")[-4000:]
+            )
+        if time.monotonic() > deadline:
+            process.kill()
+            process.wait(10)
+            raise TimeoutError(f"{name} not ready within {timeout}s")
+        time.sleep(delay)  # polling the ready condition, bounded by the deadline above
+        delay = min(delay * 2, 0.1)
+    return process, json.loads(ready.read_text(encoding="utf-8")), stderr_path
+
+
 @dataclass
-class ServerProcess:
+class ServerProcess(ChildServer):
     """A demo server running as a subprocess; `stop()` (or ``with``) ends it cleanly."""
 
     process: subprocess.Popen[bytes]
@@ -62,23 +132,6 @@ class ServerProcess:
             self._web = DemoWeb(replace(self.spec, port=self.port))
         return self._web
 
-    def stop(self, timeout: float = 15.0) -> int:
-        """SIGTERM, wait for the flushed exit; SIGKILL if it overruns. Returns the exit code."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                return self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                return self.process.wait(timeout)
-        return self.process.returncode
-
-    def __enter__(self) -> ServerProcess:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
 
 def start_server_process(
     spec: WebSpec,
@@ -94,38 +147,13 @@ def start_server_process(
 
     Waits with a deadline and fails fast (with the child's stderr) if it dies first.
     """
-    tmp = Path(tmpdir)
-    tmp.mkdir(parents=True, exist_ok=True)
-    tag = uuid.uuid4().hex[:8]
-    ready = tmp / f"demo-server-{tag}.ready.json"
-    stderr_path = tmp / f"demo-server-{tag}.stderr"
     cmd = [sys.executable, "-m", "streams.demo.server", *spec_to_args(spec)]
-    cmd += ["--ready-file", str(ready), "--latency", repr(latency), *extra_args]
+    cmd += ["--latency", repr(latency), *extra_args]
     if log_path is not None:
         cmd += ["--log", str(log_path)]
     if prerender:
         cmd.append("--prerender")
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_REPO_ROOT), env.get("PYTHONPATH")]))
-    with open(stderr_path, "wb") as err:
-        process = subprocess.Popen(
-            cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, env=env
-        )
-    deadline = time.monotonic() + timeout
-    delay = 0.005
-    while not ready.exists():
-        if process.poll() is not None:
-            raise RuntimeError(
-                f"demo server exited with {process.returncode}: "
-                + stderr_path.read_text(errors="replace")[-4000:]
-            )
-        if time.monotonic() > deadline:
-            process.kill()
-            process.wait(10)
-            raise TimeoutError(f"demo server not ready within {timeout}s")
-        time.sleep(delay)  # polling the ready condition, bounded by the deadline above
-        delay = min(delay * 2, 0.1)
-    info = json.loads(ready.read_text(encoding="utf-8"))
+    process, info, stderr_path = start_child("demo-server", cmd, tmpdir, timeout)
     return ServerProcess(
         process=process,
         spec=spec,

@@ -37,12 +37,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
+from streams.demo.process import ChildServer, start_child
 from tests.hostile.bodies import (
     BOMB_BYTES,
     CHAIN_END,
@@ -158,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 @dataclass
-class HostileProcess:
+class HostileProcess(ChildServer):
     """The server as a subprocess; ``stop()`` (or ``with``) ends it."""
 
     process: subprocess.Popen[bytes]
@@ -171,51 +170,13 @@ class HostileProcess:
     def url(self, path: str) -> str:
         return f"http://{self.host}:{self.port}{path}"
 
-    def stop(self, timeout: float = 10.0) -> int:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                return self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                return self.process.wait(timeout)
-        return self.process.returncode
-
-    def __enter__(self) -> HostileProcess:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
 
 def start_hostile_process(
     tmpdir: str | os.PathLike[str], host: str = "127.0.0.1", timeout: float = 30.0
 ) -> HostileProcess:
     """Start ``python -m tests.hostile.server`` and return once its ready file appears."""
-    tmp = Path(tmpdir)
-    tmp.mkdir(parents=True, exist_ok=True)
-    tag = uuid.uuid4().hex[:8]
-    ready = tmp / f"hostile-{tag}.ready.json"
-    stderr_path = tmp / f"hostile-{tag}.stderr"
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    cmd = [sys.executable, "-m", "tests.hostile.server", "--host", host, "--ready-file", str(ready)]
-    with open(stderr_path, "wb") as err:
-        process = subprocess.Popen(
-            cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, env=env, cwd=REPO
-        )
-    deadline = time.monotonic() + timeout
-    while not ready.exists():
-        if process.poll() is not None:
-            raise RuntimeError(
-                f"hostile server exited with {process.returncode}: "
-                + stderr_path.read_text(errors="replace")[-4000:]
-            )
-        if time.monotonic() > deadline:
-            process.kill()
-            raise TimeoutError(f"hostile server not ready after {timeout} s")
-        time.sleep(0.01)  # polling a condition (the ready file) with a deadline
-    info = json.loads(ready.read_text(encoding="utf-8"))
+    cmd = [sys.executable, "-m", "tests.hostile.server", "--host", host]
+    process, info, stderr_path = start_child("hostile", cmd, tmpdir, timeout, cwd=REPO)
     return HostileProcess(
         process,
         host,
