@@ -11,7 +11,7 @@ import struct
 from collections.abc import Callable
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import Any, Literal, overload
 
 import fastavro
 
@@ -33,6 +33,7 @@ from streams.codec.pages import (
     to_wire_parsed_batch,
 )
 from streams.codec.urls import URL_LAYOUT, from_wire_url_batch, to_wire_url_batch
+from streams.core.records import FetchBatch, FrontierEvent, PageBatch, ParsedBatch, UrlBatch
 
 _compiled_read: Any
 _compiled_write: Any
@@ -142,9 +143,22 @@ def encode(name: str, record: dict[str, Any]) -> bytes:
     return bytes(buf)
 
 
-def decode(name: str, data: bytes) -> dict[str, Any]:
-    """Decode exactly one record; trailing bytes, a short read or a message of another
-    layout (its first two bytes not the schema's marker) are errors."""
+@overload
+def decode(name: Literal["url_batch"], data: bytes) -> UrlBatch: ...
+@overload
+def decode(name: Literal["fetch_batch"], data: bytes) -> FetchBatch: ...
+@overload
+def decode(name: Literal["frontier_event"], data: bytes) -> FrontierEvent: ...
+@overload
+def decode(name: Literal["page_batch"], data: bytes) -> PageBatch: ...
+@overload
+def decode(name: Literal["parsed_batch"], data: bytes) -> ParsedBatch: ...
+@overload
+def decode(name: str, data: bytes) -> Any: ...
+def decode(name: str, data: bytes) -> Any:
+    """Decode exactly one record (a stage topic's as its streams.core.records type);
+    trailing bytes, a short read or a message of another layout (its first two bytes
+    not the schema's marker) are errors."""
     if not isinstance(data, bytes | bytearray | memoryview):
         raise DecodeError(f"{name}: expected bytes, got {type(data).__name__}")
     layout = LAYOUTS.get(name)

@@ -105,9 +105,9 @@ def test_garbage_is_a_decode_error(name: str, garbage: bytes) -> None:
 
 def test_non_bytes_is_a_decode_error() -> None:
     with pytest.raises(DecodeError, match="expected bytes"):
-        codec.decode("seed", "https://example.com/")  # type: ignore[arg-type]
+        codec.decode("seed", "https://example.com/")  # type: ignore[call-overload]
     with pytest.raises(DecodeError):
-        codec.decode("seed", None)  # type: ignore[arg-type]
+        codec.decode("seed", None)  # type: ignore[call-overload]
 
 
 def test_decode_error_is_a_value_error() -> None:

@@ -161,7 +161,7 @@ def fetched(url: str, n: int, *, etag: str = "", title: int | None = None) -> Fe
 
 def wire(record: dict[str, Any]) -> dict[str, Any]:
     """Through the codec, as the broker would carry it."""
-    return codec.decode("parsed_batch", codec.encode("parsed_batch", record))
+    return dict(codec.decode("parsed_batch", codec.encode("parsed_batch", record)))
 
 
 def crawl(
