@@ -110,6 +110,10 @@ def _handle(
             )
             if again is not None:
                 duplicate = again
+            elif stored is not None and store.fetched_since(url, page["fetched_at"]):
+                # this very capture is in this worker's store already, its revisit
+                # record lost with a kill before the changelog got it: read again
+                duplicate = SAME_CAPTURE
         if duplicate is SAME_CAPTURE or duplicate:  # (SAME_CAPTURE is an empty dict)
             handoff.discard(url, digest)  # its bytes are stored already: not needed
         elif body is None:

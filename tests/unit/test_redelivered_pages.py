@@ -182,3 +182,59 @@ def test_a_duplicate_read_again_keeps_one_revisit_record(tmp_path: Path) -> None
                 if record.rec_type == "revisit":
                     revisits.append(record.rec_headers.get_header("WARC-Date"))
     assert len(revisits) == 2, revisits
+
+
+def test_a_capture_read_again_after_its_revisit_record_was_lost_is_not_stored_again(
+    tmp_path: Path,
+) -> None:
+    """A worker SIGKILLed after storing a page, before the page's revisit record reached
+    its changelog: restarted, it reads the page's message again (its offset was not
+    committed) with no record of it. The page store itself says this capture is there,
+    so it keeps one response record, and the revisit record is written again."""
+    store = PageStore(str(tmp_path / "pages"))
+    ctx = SimpleNamespace(
+        limits=SimpleNamespace(max_url_bytes=8192),
+        settings=SimpleNamespace(near_dup_extract_links=False),
+        counters=SimpleNamespace(pages_stored=0),
+        url_partition=lambda url: 0,
+        handoff=HandoffCache(0),
+    )
+    out = SimpleNamespace(add=lambda *args: None, log=lambda record: None)
+
+    def batch(fetched_at: float) -> dict:
+        return {
+            "pages": [
+                {
+                    "page": {
+                        "url": URL,
+                        "status": 200,
+                        "headers": [{"name": "Content-Type", "value": "text/html"}],
+                        "body": b"<p>x",
+                        "fetched_at": fetched_at,
+                        "ip": "127.0.0.1",
+                        "truncated": False,
+                        "depth": 0,
+                    },
+                    "fingerprint": "fp",
+                    "links": [],
+                    "base": None,
+                    "nofollow": False,
+                    "duplicate_of": None,
+                    "near_duplicate_of": None,
+                }
+            ]
+        }
+
+    link_extract.handle(ctx, batch(1.0), store, out, schedule())  # type: ignore[arg-type]
+    after_restart = schedule()  # the tables as recovered: no record of that store
+    link_extract.handle(ctx, batch(1.0), store, out, after_restart)  # type: ignore[arg-type]
+    assert (after_restart.record(URL) or {}).get("captured") == 1.0
+    link_extract.handle(ctx, batch(5.0), store, out, schedule())  # type: ignore[arg-type]
+    store.close()
+    kinds = []
+    for segment in sorted((tmp_path / "pages").rglob("*.warc.gz")):
+        with segment.open("rb") as f:
+            kinds += [r.rec_type for r in ArchiveIterator(f) if r.rec_type != "warcinfo"]
+    # one response for the capture read twice; a later fetch is stored on its own
+    assert kinds.count("response") == 2, kinds
+    assert ctx.counters.pages_stored == 2
