@@ -77,7 +77,7 @@ from bench.faults_harness import (  # noqa: E402
 )
 from bench.faults_judge import judge, stall_diagnosis  # noqa: E402
 from streams.demo.server import ServerProcess, read_request_log, start_server_process  # noqa: E402
-from streams.demo.webgen import WebSpec  # noqa: E402
+from streams.demo.webgen import DemoWeb, WebSpec  # noqa: E402
 from streams.kafka.admin import ensure_topics, resolve_replication  # noqa: E402
 from streams.kafka.broker import EmbeddedBroker  # noqa: E402
 from streams.kafka.local import KafkaCluster  # noqa: E402
@@ -184,7 +184,9 @@ class FaultRun:
         time.sleep(self.plan.broker_restart_after)  # the fault schedule
         cluster.start_node(node)
         self.mark(f"broker node {node} restarted")
-        # A node killed again while it starts would be one long outage, not two.
+        # The next fault waits for it: a node killed again while it starts would be
+        # one long outage, not two; and a worker restarted while a node restarts once
+        # stalled in its table recovery for good (docs/OPERATIONS.md, "Known limits").
         wait_for(lambda: node_serving(cluster, node), self.until, f"broker node {node} serving")
         self.mark(f"broker node {node} serving")
 
@@ -314,7 +316,10 @@ def run(
     )
     ensure_topics(settings)
     log = tmp_path / "requests.jsonl"
-    with start_server_process(plan.spec, log, tmp_path / "web") as server:
+    extra: list[str] = []
+    if plan.slow_host_delay > 0:
+        extra = ["--crawl-delay", f"{DemoWeb(plan.spec).hosts[0]}={plan.slow_host_delay}"]
+    with start_server_process(plan.spec, log, tmp_path / "web", extra_args=extra) as server:
         faults = FaultRun(broker, plan, app_id, server, tmp_path, begun, say)
         faults.crawl()
     requests = read_request_log(log)

@@ -67,6 +67,10 @@ class FaultPlan:
     scenario: str = "worker"
     #: Seconds from a broker node's SIGKILL to its restart.
     broker_restart_after: float = 4.0
+    #: A Crawl-delay for the web's first host (its robots.txt), 0 for none: that
+    #: host's crawl then lasts at least its pages times this, so every fault lands
+    #: mid-crawl however long a broker node takes to restart (10 to 36 s seen).
+    slow_host_delay: float = 0.0
 
     def rounds(self) -> list[str]:
         kinds = SCENARIOS[self.scenario]

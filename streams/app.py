@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import gc
 import logging
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +84,10 @@ def faust_app(settings: Settings) -> faust.App:
         topic_partitions=settings.kafka.partitions,
         # Faust's own default is 1: a changelog on one broker is lost with that broker.
         topic_replication_factor=max(settings.kafka.replication_factor, 1),
-        topic_allow_declare=True,
+        # create_topics made every topic and changelog before the worker starts. Faust
+        # declaring them again asks the controller its metadata names, and a worker
+        # starting while that node was down (SIGKILLed) exited.
+        topic_allow_declare=False,
         topic_disable_leader=True,
         web_enabled=settings.web.web_enabled,
         web_bind=settings.web.web_bind,
@@ -323,6 +327,20 @@ def create_topics(seine: SeineApp) -> list[str]:
     return ensure_topics(settings) + ensure_changelogs(settings, changelogs)
 
 
+def report_crash(settings: Settings, exc: BaseException) -> None:
+    """One line on the log; the traceback, which names the code that failed, in
+    DATA_DIR/crash.log (appended: a crash is a bug to report)."""
+    path = Path(settings.data_dir) / "crash.log"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a", encoding="utf-8") as out:
+            out.write("".join(traceback.format_exception(exc)) + "\n")
+    except OSError:
+        log.error("worker crashed: %r", exc)
+        return
+    log.error("worker crashed: %r (traceback in %s)", exc, path)
+
+
 def run_worker(seine: SeineApp) -> int:
     """Run the worker until it is stopped (signal, or idle with --until-idle)."""
     create_topics(seine)
@@ -340,14 +358,16 @@ def run_worker(seine: SeineApp) -> int:
     tune_gc(seine.settings)
     try:
         worker.execute_from_commandline()
-    except SystemExit:
-        pass
+    except SystemExit as done:
+        # mode exits 1 when the worker's start raised (it logged the traceback)
+        if done.code and not seine.exit_code:
+            seine.exit_code = done.code if isinstance(done.code, int) else 1
     except Exception as exc:  # mode re-raises the reason a service crashed
-        log.error("worker crashed: %r", exc)
+        report_crash(seine.settings, exc)
         seine.exit_code = 1
     finally:
         if worker.crash_reason is not None:
-            log.error("worker crashed: %r", worker.crash_reason)
+            report_crash(seine.settings, worker.crash_reason)
             seine.exit_code = 1
         seine.store.close()
         seine.ctx.producer.close()

@@ -102,7 +102,7 @@ def test_a_cluster_gone_mid_crawl_stops_in_one_line_and_a_rerun_continues(
 
             cluster.start()  # the same cluster, back (its topics kept on disk)
             again = run_seine([*args, "--bootstrap", cluster.bootstrap], env=env, timeout=240)
-            assert again.returncode == 0, again.stderr[-2000:]
+            assert again.returncode == 0, again.stderr[-2000:] + crash_logs(tmp_path / "data")
             expected = set(web.web.reachable_allowed())
     finally:
         cluster.stop()
@@ -118,3 +118,8 @@ def test_a_cluster_gone_mid_crawl_stops_in_one_line_and_a_rerun_continues(
         for url in stored:
             records = [c for s in store.stores for c in s.captures(url)]
             assert records, url
+
+
+def crash_logs(root: Path) -> str:
+    """The tracebacks of crashed workers under `root`: stderr gives one line each."""
+    return "".join(f"\n{path}:\n{path.read_text()}" for path in sorted(root.rglob("crash.log")))

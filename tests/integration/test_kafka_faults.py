@@ -42,13 +42,15 @@ PLANS = {
     "worker": FaultPlan(spec=SPEC, kills=2, every=3.0, delay=0.3, scenario="worker"),
     # one round is two faults: a worker added, then another stopped
     "rebalance": FaultPlan(spec=SPEC, kills=1, every=3.0, delay=0.3, scenario="rebalance"),
-    # leader, worker, rebalance
+    # leader, worker, rebalance; one host 2.5 s a page (100 s), so the last fault
+    # lands mid-crawl even when the killed node takes 36 s to serve again
     "all": FaultPlan(
         spec=WebSpec(hosts=6, pages_per_host=40, seed=31),
         kills=3,
         every=3.0,
         delay=0.3,
         scenario="all",
+        slow_host_delay=2.5,
     ),
 }
 
