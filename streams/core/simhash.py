@@ -1,18 +1,15 @@
 """Near-duplicate detection: 64-bit simhash of page text, Hamming distance, LSH bands.
 
-Why simhash: exact dedup (the content fingerprint) misses the commonest duplicates of
-the web -- the same page with a different date, view counter, session id or ad block.
-Charikar's simhash maps a document to 64 bits so that similar documents get fingerprints
-a small Hamming distance apart; Manku, Jain and Das Sarma (WWW 2007) used exactly this,
-64 bits and distance <= 3, for Google's crawl.  A fingerprint is 8 bytes, so the index
-of a billion pages fits in a table, and finding near-duplicates needs no pairwise
-comparison thanks to the banding below.
+Exact dedup misses the commonest duplicates of the web: the same page with another
+date, counter or ad block. Charikar's simhash maps a document to 64 bits so that similar
+documents land a small Hamming distance apart (Manku et al., WWW 2007: 64 bits, distance
+<= 3, for Google's crawl); the banding below finds them without pairwise comparison.
 
 How the fingerprint is built (:func:`simhash`):
 
 * **Text, normalised.**  Lower-cased, split into words at ASCII whitespace and
-  punctuation; every run of digits becomes ``0`` (by default),
-  so pages that differ only by a date, a counter, a price or a timestamp -- the usual
+  punctuation; every run of digits becomes ``0`` (by default), so pages that differ
+  only by a date, a counter, a price or a timestamp -- the usual
   noise of a re-rendered page, and the shape of calendar-style crawler traps -- are
   *identical* to the fingerprint.  Without this, each changed number moves a 3-word
   shingle window over three features and flips ~1.5 of 64 bits on an 8 KB page, with
@@ -161,13 +158,11 @@ def _word_hashes(
     """mmh3 hashes of the words of every text (as :func:`_words` splits them), and the
     index of the text each word belongs to.
 
-    Why vectorised: one ``mmh3`` call per word cost ~0.4 ms of an 8 KB page, the
-    biggest part of the simhash.  A word of up to 15 bytes is a single tail block of
-    MurmurHash3, so for those the hash is a dozen numpy operations over all words of
-    all texts at once, bit for bit what ``mmh3.hash64`` gives (tested); the rare
-    longer word is hashed by ``mmh3`` itself.  Texts are joined by a newline, which
-    translation has removed from the texts themselves. A text given as bytes is ASCII
-    (what parse's normalizer gives an ASCII page) and hashes as its str would.
+    Vectorised: one ``mmh3`` call per word cost ~0.4 ms of an 8 KB page. A word of up
+    to 15 bytes is one tail block of MurmurHash3: a dozen numpy operations over all
+    words at once, bit for bit ``mmh3.hash64`` (tested); a longer word goes to ``mmh3``.
+    Texts are joined by a newline (translation removed theirs). A bytes text is ASCII
+    and hashes as its str would.
     """
     table, ascii_table = _TABLES[mask_numbers], _ASCII_TABLES[mask_numbers]
     joined = b"\n".join(
