@@ -21,7 +21,8 @@ tests/integration/test_kafka_faults.py (3-node Kafka, each scenario). Exit statu
 when a property below does not hold; the report is printed as JSON.
 
 * every reachable allowed page is stored, and each URL has exactly one response record
-  across the workers' stores (a copy fetched again after a kill is a revisit at most);
+  in the workers' stores read together (a copy fetched again after a kill is a revisit
+  at most; one fetch both a killed worker and its successor wrote is one capture);
 * pages fetched more than once are counted, and stay within the fetches that can have
   been in flight at the faults: at most one per host (politeness) at each rebalance a
   fault brings, for the hosts whose crawl was not over then: two for a worker's kill

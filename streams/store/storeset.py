@@ -1,13 +1,15 @@
 """Several page stores read as one: a crawl with N workers has one store per worker.
 
 After a rebalance a host's captures may sit in two workers' stores, so a lookup
-asks every store and keeps the newest capture (or the newest at or before `at`).
+asks every store and keeps the newest capture (or the newest at or before `at`), and
+the exported index lists a capture both stores wrote once.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import io
+import json
 from pathlib import Path
 from types import TracebackType
 from typing import TextIO
@@ -28,6 +30,14 @@ def open_stores(data_dir: str | Path) -> StoreSet:
     if not paths:
         raise FileNotFoundError(f"no page store under {data_dir}")
     return StoreSet([PageStore(path, read_only=True) for path in paths])
+
+
+def capture_identity(cdxj_line: str) -> tuple[str, ...]:
+    """What makes a CDXJ line one capture: its key and timestamp, and its URL, digest
+    and record type (not the file and offset it was written at)."""
+    key, timestamp, fields = cdxj_line.split(" ", 2)
+    record = json.loads(fields)
+    return key, timestamp, *(str(record.get(f, "")) for f in ("url", "digest", "mime"))
 
 
 class StoreSet:
@@ -60,6 +70,10 @@ class StoreSet:
         return sorted({url for store in self.stores for url in store.urls()})
 
     def export_cdxj(self, out: TextIO) -> int:
+        """One sorted CDXJ index of every store. A capture two workers both wrote (the
+        same URL, fetch time, digest and record type: its message read again by the
+        partition's next owner after a kill, before the first one's revisit record
+        reached the changelog) is one capture: the line of the first store is kept."""
         if len(self.stores) == 1:
             return self.stores[0].export_cdxj(out)
         lines: list[str] = []
@@ -67,10 +81,17 @@ class StoreSet:
             buffer = io.StringIO()
             store.export_cdxj(buffer)
             lines.extend(buffer.getvalue().splitlines())
-        lines.sort()
+        seen: set[tuple[str, ...]] = set()
+        kept: list[str] = []
         for line in lines:
+            identity = capture_identity(line)
+            if identity not in seen:
+                seen.add(identity)
+                kept.append(line)
+        kept.sort()
+        for line in kept:
             out.write(line + "\n")
-        return len(lines)
+        return len(kept)
 
     def close(self) -> None:
         for store in self.stores:
