@@ -1,4 +1,5 @@
-"""parse: HTML → title, links, <base>, meta robots and the content fingerprints.
+"""parse: HTML → title, links, <base>, meta robots (and the X-Robots-Tag header) and
+the content fingerprints.
 
 The body does not go on: parse keeps it in the worker's hand-off cache
 (streams/core/handoff.py) under (URL, payload digest) and sends the parsed page with
@@ -13,17 +14,28 @@ from __future__ import annotations
 from typing import cast
 
 import topology
+from streams.core.directives import Directives, x_robots_tag
 from streams.core.parsing import charset_from_headers, parse_pages
 from streams.core.records import CapturedPage, PageBatch, ParsedPage
+from streams.core.robots import agent_token
 from streams.core.simhash import to_signed
 from streams.stages.context import Outbox, StageContext
 from streams.stages.dedup import dedup_partition
 from streams.store.warc import payload_digest
 
+NO_DIRECTIVES = Directives()
+
+
+def header_directives(headers: list[dict[str, str]], agent: str) -> Directives:
+    """The page's ``X-Robots-Tag`` directives for `agent` (robots.txt's token)."""
+    values = [h["value"] for h in headers if h["name"].lower() == "x-robots-tag"]
+    return x_robots_tag(values, agent) if values else NO_DIRECTIVES
+
 
 def handle(ctx: StageContext, batch: PageBatch, out: Outbox) -> None:
     near = ctx.settings.crawl.near_dup_distance >= 0
     handoff = ctx.handoff
+    agent = agent_token(ctx.settings.fetch.user_agent)
     pages = batch["pages"]
     docs = parse_pages(
         [(page["body"], charset_from_headers(page["headers"])) for page in pages],
@@ -31,6 +43,7 @@ def handle(ctx: StageContext, batch: PageBatch, out: Outbox) -> None:
     )
     for page, doc in zip(pages, docs, strict=True):
         simhash = None if doc.simhash is None else to_signed(doc.simhash)
+        said = header_directives(page["headers"], agent)
         body = page["body"]
         digest = payload_digest(body)
         # the page itself when its body travels inline (a FetchedPage is a CapturedPage
@@ -46,8 +59,8 @@ def handle(ctx: StageContext, batch: PageBatch, out: Outbox) -> None:
             "title": doc.title,
             "links": doc.links,
             "base": doc.base,
-            "nofollow": doc.nofollow,
-            "noindex": doc.noindex,
+            "nofollow": doc.nofollow or said.nofollow,
+            "noindex": doc.noindex or said.noindex,
             "duplicate_of": None,
             "simhash": simhash,
             "band": 0,
