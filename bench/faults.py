@@ -73,6 +73,7 @@ from bench.faults_harness import (  # noqa: E402
     frontier_leaders,
     kafka_plan,
     node_serving,
+    recovery_stall,
     replicas_in_sync,
     wait_for,
 )
@@ -322,7 +323,13 @@ def run(
         extra = ["--crawl-delay", f"{DemoWeb(plan.spec).hosts[0]}={plan.slow_host_delay}"]
     with start_server_process(plan.spec, log, tmp_path / "web", extra_args=extra) as server:
         faults = FaultRun(broker, plan, app_id, server, tmp_path, begun, say)
-        faults.crawl()
+        try:
+            faults.crawl()
+        except AssertionError as failed:
+            stall = recovery_stall(faults.root)
+            if stall is not None and "timed out waiting" in str(failed):
+                raise stall from failed
+            raise
     requests = read_request_log(log)
     report = judge(requests, faults.expected, faults.kills, faults.root, server.port, plan)
     report["scenario"] = plan.scenario

@@ -202,6 +202,30 @@ class Workers:
                 proc.wait()
 
 
+#: What Faust logs, every 5 s, for a changelog partition its recovery gets nothing of.
+STALL_LINE = "since recovery start"
+
+
+class RecoveryStall(AssertionError):
+    """A run that timed out while a worker's table recovery stood still: the known
+    limit of docs/OPERATIONS.md ("When a broker dies"), not a new failure."""
+
+
+def recovery_stall(root: Path) -> RecoveryStall | None:
+    """The known stall, if a worker's log under `root` shows it: the partitions Faust's
+    recovery received nothing of, by log."""
+    stuck: dict[str, set[str]] = {}
+    for path in sorted(root.glob("spare-*.log")):
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            if STALL_LINE in line and "No event received for active tp" in line:
+                tp = line.split("active tp ", 1)[1].split(" since", 1)[0]
+                stuck.setdefault(path.name, set()).add(tp)
+    if not stuck:
+        return None
+    where = "; ".join(f"{log}: {', '.join(sorted(tps))}" for log, tps in stuck.items())
+    return RecoveryStall(f"a worker's table recovery stood still (known limit): {where}")
+
+
 def wait_for(condition: Callable[[], bool], until: float, what: str) -> None:
     """Poll `condition` until it holds; AssertionError at the monotonic time `until`."""
     while not condition():
