@@ -51,7 +51,7 @@ def _resiliparse(main_content: bool) -> Extractor:
     from resiliparse.parse.html import HTMLTree
 
     def extract(body: bytes) -> str:
-        tree = HTMLTree.parse_from_bytes(body, detect_encoding(body))
+        tree = HTMLTree.parse_from_bytes(body, detect_encoding(body) or "utf-8")
         return str(extract_plain_text(tree, main_content=main_content, preserve_formatting=True))
 
     return extract

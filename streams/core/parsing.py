@@ -126,7 +126,7 @@ def _detect_encoding(sample: bytes) -> str:
     return str(best.encoding)
 
 
-def _cap_block_nesting(text: str) -> str:
+def cap_block_nesting(text: str) -> str:
     """Drop block start tags nested deeper than MAX_BLOCK_DEPTH (see there)."""
     if text.count("<") < _NESTING_SCAN_MIN_TAGS:
         return text
@@ -245,7 +245,7 @@ def _parse(body: bytes, declared_charset: str | None) -> tuple[ParsedDocument, s
     doc = ParsedDocument()
     try:
         text = decode_html(body, declared_charset)
-        tree = LexborHTMLParser(_cap_block_nesting(text))
+        tree = LexborHTMLParser(cap_block_nesting(text))
     except Exception:  # lexbor should not fail, but a page never takes a stage down
         doc.fingerprint = mmh3.hash_bytes(body).hex()
         return doc, None
