@@ -103,6 +103,8 @@ RULES: dict[str, tuple[set[str], set[str]]] = {
     "streams.store": ({"streams.core"}, KAFKA_AND_FAUST | {"aiohttp"}),
     "streams.fetch": ({"streams.core"}, KAFKA_AND_FAUST | {"rocksdict"}),
     "streams.tables": ({"streams.core", "streams.store"}, {"aiohttp", "confluent_kafka"}),
+    "streams.web": ({"topology", "streams.settings", "streams.core", "streams.kafka"}, set()),
+    "streams.demo": (set(), KAFKA_AND_FAUST | {"rocksdict"}),
 }
 
 
