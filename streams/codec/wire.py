@@ -56,6 +56,7 @@ SCHEMA_FILES = (
     "parsed_batch",
     "crawl_log",
     "dead_letter",
+    "document",
 )
 
 _WRITE_OPTIONS = {"strict": False, "strict_allow_default": False, "disable_tuple_notation": False}

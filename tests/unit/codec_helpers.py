@@ -201,6 +201,29 @@ EXAMPLES: dict[str, list[dict[str, Any]]] = {
             "at": 0.0,
         },
     ],
+    "document": [
+        {
+            "url": "https://example.com/a?ref=x",
+            "canonical": "https://example.com/a",
+            "status": 200,
+            "fetched_at": 1_700_000_000.5,
+            "last_modified": None,
+            "content_type": "text/html",
+            "charset": "utf-8",
+            "language": "en",
+            "title": "A",
+            "description": "ü€",
+            "headings": ["One", "Two"],
+            "text": "main text\nwith lines",
+            "outlinks": [{"url": "https://example.com/b", "anchor": "b", "nofollow": False}],
+            "anchors": ["a page"],
+            "digest": "sha1:ABC",
+            "simhash": -(2**63),
+            "size": 2**33,
+            "depth": 2,
+            "site": "example.com",
+        }
+    ],
 }
 
 
