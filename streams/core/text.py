@@ -1,5 +1,6 @@
 """A page's text as a search index wants it: the main content (navigation, sidebars and
-footers removed), its description and headings, and its language.
+footers removed), its description and headings, its language, and the canonical URL
+its head names.
 
 resiliparse does the work (docs/decisions/0041): its DOM parser, its HTML-to-text with
 main-content extraction (identifiers in code and definition lists kept), and its fast
@@ -29,6 +30,8 @@ MAX_HTML_BYTES = 4 * 1024 * 1024
 MAX_TEXT_CHARS = 200_000
 #: Headings kept, and characters of each.
 MAX_HEADINGS, MAX_HEADING_CHARS = 64, 300
+#: Characters of a canonical URL kept.
+MAX_URL_CHARS = 8192
 #: Characters of the description kept.
 MAX_DESCRIPTION_CHARS = 1000
 #: Text the language is guessed from (the detector reads its start).
@@ -47,6 +50,8 @@ class PageText:
     headings: list[str] = field(default_factory=list)
     #: ISO 639-1 code, or "" when the text is too short or unknown to tell.
     language: str = ""
+    #: The first ``<link rel=canonical href>`` of the head, as written ("" for none).
+    canonical: str = ""
 
 
 def _clean(value: str, limit: int) -> str:
@@ -73,6 +78,10 @@ def page_text(body: bytes, charset: str | None = None) -> PageText:
     found.text = text.strip()[:MAX_TEXT_CHARS]
     head = tree.head
     if head is not None:
+        for link in head.query_selector_all("link[rel][href]"):
+            if "canonical" in (link.getattr("rel") or "").lower().split():
+                found.canonical = (link.getattr("href") or "").strip()[:MAX_URL_CHARS]
+                break
         for meta in head.query_selector_all("meta[name]"):
             name = (meta.getattr("name") or "").lower()
             if name in ("description", "og:description"):

@@ -87,3 +87,19 @@ def test_the_declared_charset_is_used() -> None:
         "<html><body><p>Grüße aus Köln</p></body></html>".encode("latin-1"), "latin-1"
     )
     assert "Grüße aus Köln" in found.text
+
+
+@pytest.mark.parametrize(
+    ("head", "canonical"),
+    [
+        ("", ""),
+        ('<link rel="canonical" href=" https://a.example/x ">', "https://a.example/x"),
+        ('<link rel="alternate canonical" href="/y">', "/y"),
+        ('<link rel="Canonical" href="/z"><link rel="canonical" href="/second">', "/z"),
+        ('<link rel="stylesheet" href="/s.css">', ""),
+        ('<link rel="canonical">', ""),
+    ],
+)
+def test_the_canonical_the_head_names(head: str, canonical: str) -> None:
+    html = f"<html><head>{head}</head><body><p>Some text here.</p></body></html>"
+    assert page_text(html.encode()).canonical == canonical
