@@ -4,10 +4,30 @@ file < SEINE_* env < flags)."""
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 from typing import Any
 
 from streams.core.stats import REPLAY_OUTCOMES
 from streams.settings import Settings, load_settings, parse_resolve
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("seine")
+    except importlib.metadata.PackageNotFoundError:  # run from a tree, not installed
+        return "unknown"
+
+
+def positive_int(value: str) -> int:
+    """An argparse type: a whole number of 1 or more (0 or -1 workers is an error, not
+    one worker)."""
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{number} is not 1 or more")
+    return number
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -175,6 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="seine", description="Seine: a web crawler built as a stream pipeline on Kafka."
     )
+    parser.add_argument("--version", action="version", version=f"seine {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     _crawl_commands(sub)
     _store_commands(sub)
@@ -196,7 +217,7 @@ def _crawl_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     crawl.add_argument(
         "--workers",
-        type=int,
+        type=positive_int,
         default=1,
         help="worker processes sharing the partitions (each with its own data dir)",
     )

@@ -1,0 +1,35 @@
+"""`seine --version`, and numbers that cannot be refused as argument errors."""
+
+from __future__ import annotations
+
+import importlib.metadata
+
+import pytest
+
+from streams.cli.parser import build_parser
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        build_parser().parse_args(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.strip() == f"seine {importlib.metadata.version('seine')}"
+
+
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [("0", "0 is not 1 or more"), ("-1", "-1 is not"), ("x", "'x' is not a whole number")],
+)
+def test_workers_below_one_is_an_argument_error(
+    value: str, why: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as done:
+        build_parser().parse_args(["crawl", "http://a.example/", "--workers", value])
+    assert done.value.code == 2
+    err = capsys.readouterr().err
+    assert "--workers" in err and why in err
+
+
+def test_workers_of_one_or_more_parse() -> None:
+    args = build_parser().parse_args(["crawl", "http://a.example/", "--workers", "3"])
+    assert args.workers == 3
