@@ -33,11 +33,26 @@ def peak_rss_mb() -> float:
 
 
 def _read_seeds(args: argparse.Namespace) -> list[str]:
+    """The seed URLs given as arguments and in --seeds-file (one a line, # comments);
+    ValueError naming the file, and the line, when it cannot be read."""
     seeds = list(args.urls or [])
-    if getattr(args, "seeds_file", None):
-        for line in Path(args.seeds_file).read_text("utf-8").splitlines():
-            if line.strip() and not line.lstrip().startswith("#"):
-                seeds.append(line.strip())
+    path = getattr(args, "seeds_file", None)
+    if not path:
+        return seeds
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise ValueError(f"cannot read the seeds file {path}: {exc.strerror or exc}") from None
+    for number, line in enumerate(raw.splitlines(), 1):
+        try:
+            text = line.decode("utf-8").strip()
+        except UnicodeDecodeError as exc:
+            raise ValueError(
+                f"{path}, line {number}: not UTF-8 (byte {line[exc.start]:#04x} at column "
+                f"{exc.start + 1})"
+            ) from None
+        if text and not text.startswith("#"):
+            seeds.append(text)
     return seeds
 
 
