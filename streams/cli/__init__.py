@@ -28,6 +28,7 @@ from streams.cli.commands import (
 )
 from streams.cli.crawl import _read_seeds, run_crawl
 from streams.cli.parser import _settings_from, build_parser
+from streams.cli.screen import screen_seeds
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -41,6 +42,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
                 return 2
             settings = _settings_from(args)
+            seeds, refused = screen_seeds(seeds, settings)
+            for why in refused:
+                print(f"seine crawl: {why}", file=sys.stderr)
+            if not seeds:
+                print("seine crawl: no seed left to crawl", file=sys.stderr)
+                return 2
             if args.workers > 1:
                 from streams.ops.multiworker import run_workers
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from streams.cli.crawl import run_crawl
 from streams.cli.parser import _settings_from
+from streams.cli.screen import screen_seeds
 from streams.settings import parse_resolve
 
 
@@ -25,6 +26,12 @@ def cmd_seed(args: argparse.Namespace) -> int:
     import topology
 
     settings = _settings_from(args)
+    urls, refused = screen_seeds(args.urls, None)  # the crawl's settings decide addresses
+    for why in refused:
+        print(f"seine seed: {why}", file=sys.stderr)
+    if not urls:
+        print("seine seed: no seed left to send", file=sys.stderr)
+        return 2
     topic = topology.topic_name(settings.app_id, topology.SEEDS)
     # List all topics: asking for one by name lets a broker auto-create it.
     metadata = AdminClient({"bootstrap.servers": settings.kafka.bootstrap}).list_topics(timeout=10)
@@ -38,11 +45,11 @@ def cmd_seed(args: argparse.Namespace) -> int:
         return 1
     producer = Producer({"bootstrap.servers": settings.kafka.bootstrap})
     count = len(info.partitions)
-    for url in args.urls:
+    for url in urls:
         payload = json.dumps({"url": url, "priority": args.priority}).encode()
         producer.produce(topic, payload, partition=topology.url_partition(url, count))
     producer.flush(10)
-    print(f"seine seed: {len(args.urls)} seed(s) sent to {topic}")
+    print(f"seine seed: {len(urls)} seed(s) sent to {topic}")
     return 0
 
 

@@ -36,6 +36,9 @@ def test_invalid_seeds_and_malformed_messages_go_to_dead_letters(
     producer = Producer({"bootstrap.servers": broker.bootstrap})
     for topic, payload in GARBAGE.items():
         producer.produce(topology.topic_name(app_id, topic), payload, partition=1)
+    # sent to the seeds topic as any producer would (`seine crawl` refuses them up front)
+    for seed in BAD_SEEDS:
+        producer.produce(topology.topic_name(app_id, topology.SEEDS), seed.encode(), partition=1)
     assert producer.flush(10) == 0
 
     spec = WebSpec(hosts=4, pages_per_host=8, seed=3)
@@ -43,7 +46,7 @@ def test_invalid_seeds_and_malformed_messages_go_to_dead_letters(
         run = run_crawl(
             broker,
             tmp_path / "data",
-            [*BAD_SEEDS, *server.seeds],
+            server.seeds,
             partitions=partitions,
             resolve=server.resolve,
             app_id=app_id,

@@ -1,8 +1,9 @@
 """`seine crawl --until-idle` tells a script whether the crawl did anything.
 
-A crawl whose every seed was rejected, or whose every host was unreachable, ends
-with exit status 3 and the reason on stderr, so a cron job or CI step notices; the
-rejected input itself is still in dead-letters (see test_dead_letters.py).
+A crawl whose every seed is refused up front ends at once with exit status 2 and one
+line a seed; one whose every host was unreachable ends with exit status 3 and the
+reason on stderr, so a cron job or CI step notices. Seeds sent to the seeds topic by
+other producers are judged by the seeds stage (see test_dead_letters.py).
 """
 
 from __future__ import annotations
@@ -22,18 +23,26 @@ def _closed_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def test_only_invalid_seeds_exit_non_zero(broker: EmbeddedBroker, tmp_path: Path) -> None:
+def test_only_invalid_seeds_are_refused_before_anything_starts(
+    broker: EmbeddedBroker, tmp_path: Path
+) -> None:
+    """Each refused seed is one line with its reason; none left is exit 2, at once."""
     run = run_crawl(
         broker,
         tmp_path / "data",
-        ["not a url", "javascript:alert(1)"],
+        ["not a url", "javascript:alert(1)", "ftp://files.example/x"],
         partitions=1,
         resolve={},
-        timeout=120,
+        timeout=60,
     )
-    assert run.returncode == EXIT_NOTHING_FETCHED, run.stderr[-3000:]
-    assert "no page was fetched" in run.stderr
-    assert "2 dead letters" in run.stderr
+    assert run.returncode == 2, run.stderr[-3000:]
+    assert run.stderr.splitlines() == [
+        "seine crawl: seed 'not a url': a plain seed must be one URL on one line",
+        "seine crawl: seed 'javascript:alert(1)' is not an absolute URL",
+        "seine crawl: seed 'ftp://files.example/x' is not a valid http(s) URL",
+        "seine crawl: no seed left to crawl",
+    ]
+    assert not (tmp_path / "data").exists()  # no broker, no worker, no data dir
 
 
 def test_unreachable_host_exits_non_zero(broker: EmbeddedBroker, tmp_path: Path) -> None:
