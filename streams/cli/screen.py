@@ -11,7 +11,7 @@ from collections.abc import Iterable
 
 from streams.codec.seeds import InvalidSeed, parse_seed
 from streams.core.urls import host_of
-from streams.fetch.guard import address_class, literal_address
+from streams.fetch.guard import address_class, literal_address, split_override
 from streams.settings import Settings
 
 #: Names that mean this machine (RFC 6761: every name under .localhost too).
@@ -33,9 +33,7 @@ def seed_refusal(seed: str, settings: Settings | None) -> str:
     host = host_of(url)
     override = settings.fetch.resolve.get(host)
     if override:
-        address: str | None = literal_address(
-            override.rsplit(":", 1)[0] if override.count(":") == 1 else override
-        )
+        address: str | None = literal_address(split_override(override)[0])
     elif host.lower() in _LOCAL_NAMES or host.lower().endswith(_LOCAL_SUFFIXES):
         address = "127.0.0.1"
     else:

@@ -84,6 +84,18 @@ def literal_address(host: str) -> str | None:
     return None
 
 
+def split_override(override: str) -> tuple[str, int | None]:
+    """A --resolve override's address and port: '1.2.3.4' | '1.2.3.4:8080' | '::1' |
+    '[::1]:8080' → (address, port)."""
+    if override.startswith("["):
+        addr, _, rest = override[1:].partition("]")
+        return addr, int(rest[1:]) if rest.startswith(":") and rest[1:] else None
+    if override.count(":") == 1:
+        addr, _, port = override.partition(":")
+        return addr, int(port) if port else None
+    return override, None
+
+
 class AddressGuard:
     """Refuses non-public addresses unless private targets are on (or allow-listed).
 

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from aiohttp.abc import AbstractResolver, ResolveResult
 
-from streams.fetch.guard import AddressGuard, literal_address
+from streams.fetch.guard import AddressGuard, literal_address, split_override
 
 __all__ = [
     "AioDns",
@@ -127,17 +127,6 @@ class _Negative:
     reason: str
 
 
-def _split_override(override: str) -> tuple[str, int | None]:
-    """'1.2.3.4' | '1.2.3.4:8080' | '::1' | '[::1]:8080' → (address, port)."""
-    if override.startswith("["):
-        addr, _, rest = override[1:].partition("]")
-        return addr, int(rest[1:]) if rest.startswith(":") and rest[1:] else None
-    if override.count(":") == 1:
-        addr, _, port = override.partition(":")
-        return addr, int(port) if port else None
-    return override, None
-
-
 class GuardedResolver(AbstractResolver):
     """aiohttp's resolver hook: overrides, a TTL cache, negative caching and the guard.
 
@@ -186,7 +175,7 @@ class GuardedResolver(AbstractResolver):
         name = host.lower().rstrip(".")
         override = self.overrides.get(name)
         if override:
-            addr, override_port = _split_override(override)
+            addr, override_port = split_override(override)
             addresses, port = [addr], override_port or port
         else:
             literal = literal_address(name)

@@ -38,8 +38,15 @@ def test_private_targets_allowed_refuse_only_what_is_no_url() -> None:
 
 
 def test_a_resolve_override_is_judged_by_its_address() -> None:
-    settings = Settings.of(resolve={"site.test": "127.0.1.5:8080", "pub.test": "93.184.216.34"})
+    settings = Settings.of(
+        resolve={
+            "site.test": "127.0.1.5:8080",
+            "v6.test": "[::1]:8080",
+            "pub.test": "93.184.216.34",
+        }
+    )
     assert "loopback address (127.0.1.5)" in seed_refusal("http://site.test/", settings)
+    assert "loopback address (::1)" in seed_refusal("http://v6.test/", settings)
     assert seed_refusal("http://pub.test/", settings) == ""
 
 
