@@ -28,6 +28,8 @@ from streams.core.frontier import Frontier, Politeness
 from streams.core.sitemaps import SitemapConfig
 from streams.fetch.config import FetchConfig
 from streams.fetch.fetcher import Fetcher
+from streams.index.fulltext import FullTextIndex
+from streams.index.search import INDEX_DIR
 from streams.kafka import patches
 from streams.kafka.admin import ensure_changelogs, ensure_topics, topic_configs
 from streams.kafka.quiet_monitor import QuietMonitor
@@ -47,6 +49,7 @@ from streams.stages import dedup, link_extract, parse, seeds, url_filter, url_se
 from streams.stages.base import Stage
 from streams.stages.context import StageContext
 from streams.stages.fetch import FetchStage
+from streams.stages.indexer import IndexerStage
 from streams.store.pagestore import PageStore
 from streams.tables.produced import FRONTIER_STORE_OPTIONS, ProducedTable
 from streams.tables.registry import RegistryTable
@@ -171,7 +174,14 @@ def create_app(settings: Settings) -> SeineApp:
     seine = SeineApp(app, settings, ctx, the_frontier, store, fetch_stage)
     loop = CrawlLoop(seine, tables, revisits)
     stages = {stage.name: stage for stage in _stages(seine, tables, revisits, loop)}
+    if settings.crawl.index:
+        seine.indexer = _indexer(seine)
+        stages[seine.indexer.name] = seine.indexer
+    else:  # the documents topic is still written, for other consumers
+        ctx.counters.unconsumed = ctx.counters.unconsumed | {topology.DOCUMENTS.name}
     for spec in topology.STAGES:
+        if spec.name == "indexer" and not settings.crawl.index:
+            continue
         declare_agent(app, ctx, spec.source, stages.pop(spec.name))
     if stages:
         raise ValueError(f"stages topology does not declare: {sorted(stages)}")
@@ -182,6 +192,22 @@ def create_app(settings: Settings) -> SeineApp:
     if settings.web.web_enabled:
         register_observe(seine)
     return seine
+
+
+def _indexer(seine: SeineApp) -> IndexerStage:
+    """The indexer stage over this worker's full-text index, and the timer that
+    commits what waits when no document comes."""
+    settings = seine.settings
+    indexer = IndexerStage(
+        FullTextIndex(Path(settings.data_dir) / INDEX_DIR, writable=True),
+        settings.crawl.index_commit_interval,
+    )
+
+    @seine.app.timer(max(settings.crawl.index_commit_interval / 2, 0.1))
+    async def commit_index() -> None:
+        indexer.commit_due()
+
+    return indexer
 
 
 def _table_factory(app: faust.App, settings: Settings) -> Any:
@@ -372,6 +398,8 @@ def run_worker(seine: SeineApp) -> int:
             report_crash(seine.settings, worker.crash_reason)
             seine.exit_code = 1
         seine.store.close()
+        if seine.indexer is not None:
+            seine.indexer.close()
         seine.ctx.producer.close()
         with contextlib.suppress(Exception):
             asyncio.run(seine.fetch.close())

@@ -69,6 +69,12 @@ class CrawlPolicy:
     near_dup_distance: int = 3
     #: Extract the links of near-duplicate pages too (they are stored either way).
     near_dup_extract_links: bool = False
+    #: Index the documents into this worker's full-text index (`seine search`); off,
+    #: the documents topic is still written for other consumers.
+    index: bool = True
+    #: Seconds between two commits of the full-text index (a commit makes what came
+    #: since searchable and durable; each one costs a new segment).
+    index_commit_interval: float = 2.0
     #: Seconds a URL url-seen registered may go without a frontier state before a link
     #: to it sends it to the frontier again (its first message was lost with a killed
     #: worker); a redelivered url-seen message re-sends at once. 0: only at once.

@@ -37,6 +37,8 @@ class TopicSpec:
     #: True: the topic has Settings.kafka.partitions partitions. False: a single partition.
     scaled: bool = True
     doc: str = ""
+    #: Kept compacted (the newest value per key; a null value deletes the key).
+    compacted: bool = False
 
 
 SEEDS = TopicSpec(
@@ -81,6 +83,15 @@ URL_FILTER = TopicSpec(
 CRAWL_LOG = TopicSpec(
     "crawl-log", "host", "crawl_log", doc="One record per fetch outcome or decision."
 )
+DOCUMENTS = TopicSpec(
+    "documents",
+    "host",
+    "document",
+    doc="Public: what a search index consumes, one record per page, keyed by its id "
+    "(the canonical URL); a null value deletes the id. Plain Avro, "
+    "schemas/document.avsc.",
+    compacted=True,
+)
 DEAD_LETTERS = TopicSpec(
     "dead-letters",
     "none",
@@ -98,6 +109,7 @@ TOPICS: tuple[TopicSpec, ...] = (
     CONTENT_DEDUP,
     LINK_EXTRACT,
     URL_FILTER,
+    DOCUMENTS,
     CRAWL_LOG,
     DEAD_LETTERS,
 )
@@ -150,9 +162,10 @@ STAGES: tuple[StageSpec, ...] = (
     StageSpec(
         "fetch",
         FETCH,
-        (PARSE, FRONTIER, URL_FILTER, CRAWL_LOG),
+        (PARSE, FRONTIER, URL_FILTER, DOCUMENTS, CRAWL_LOG),
         doc="HTTP GET with timeouts and caps (conditional on revisits); completions go back "
-        "to the frontier; sitemaps and their entries go to url-filter.",
+        "to the frontier; sitemaps and their entries go to url-filter; a page gone "
+        "(404, 410) or redirected away deletes its document.",
     ),
     StageSpec(
         "parse",
@@ -173,11 +186,12 @@ STAGES: tuple[StageSpec, ...] = (
     StageSpec(
         "link-extract",
         LINK_EXTRACT,
-        (URL_FILTER, FRONTIER, CRAWL_LOG),
+        (URL_FILTER, FRONTIER, DOCUMENTS, CRAWL_LOG),
         ("revisits",),
         doc="Store the page (WARC + index; the body from the hand-off cache) and its "
-        "revisit record; resolve and canonicalize its links. A body not in the cache: "
-        "the page is re-fed to the frontier and fetched again.",
+        "revisit record; resolve and canonicalize its links; send its document (text, "
+        "language, canonical), or delete it (noindex, a duplicate). A body not in the "
+        "cache: the page is re-fed to the frontier and fetched again.",
     ),
     StageSpec(
         "url-filter",
@@ -185,6 +199,13 @@ STAGES: tuple[StageSpec, ...] = (
         (URL_SEEN, CRAWL_LOG),
         ("scope",),
         doc="Scope, depth and trap rules: return the URL or drop it with a reason.",
+    ),
+    StageSpec(
+        "indexer",
+        DOCUMENTS,
+        (),
+        doc="The sink: apply documents and deletions to this worker's full-text index "
+        "(Tantivy under its data dir), committed in batches. Off with --no-index.",
     ),
 )
 

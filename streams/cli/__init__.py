@@ -1,5 +1,5 @@
-"""The `seine` command: crawl, worker, seed, get, pages, export, shorten, status,
-replay, demo, broker.
+"""The `seine` command: crawl, worker, seed, get, pages, export, search, shorten,
+status, replay, demo, broker.
 
 Every command builds its Settings once (defaults < config file < SEINE_* env <
 flags) and hands them on; nothing reads configuration at import time. Modules:
@@ -68,6 +68,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_pages(args)
         if args.command == "export":
             return cmd_export(args)
+        if args.command == "search":
+            from streams.cli.search import cmd_search
+
+            return cmd_search(args)
         if args.command == "shorten":
             return cmd_shorten(args)
         if args.command == "status":

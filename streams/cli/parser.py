@@ -161,6 +161,14 @@ def _recrawl_flags(parser: argparse.ArgumentParser) -> None:
         help="revisit interval after a page's first fetch (default 1 day)",
     )
     parser.add_argument(
+        "--no-index",
+        dest="index",
+        action="store_const",
+        const=False,
+        help="do not build the full-text index for `seine search` (documents are still "
+        "written to the documents topic)",
+    )
+    parser.add_argument(
         "--no-sitemaps",
         dest="sitemaps",
         action="store_const",
@@ -258,6 +266,23 @@ def _store_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     shorten.add_argument("--permanent", action="store_true", help="answer 301 instead of 302")
     shorten.add_argument("--expires-at", dest="expires_at", help="unix seconds or ISO-8601 time")
     shorten.add_argument("--web", default="http://127.0.0.1:6066", help="the worker's web URL")
+
+    search = sub.add_parser(
+        "search", help="search the crawl's full-text index (every worker's, merged by score)"
+    )
+    search.add_argument("query", nargs="*", help="the query (Tantivy's query language)")
+    search.add_argument(
+        "--queries", metavar="FILE", help="run one query per line of FILE in one process"
+    )
+    search.add_argument(
+        "--limit", type=positive_int, default=10, help="hits per query (default: %(default)s)"
+    )
+    search.add_argument(
+        "--json",
+        action="store_true",
+        help='one JSON line per hit: {"query", "rank", "url", "title", "score", "snippet"}',
+    )
+    _common(search)
 
 
 def _topic_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -367,6 +392,7 @@ def _settings_from(args: argparse.Namespace, **extra: Any) -> Settings:
         "revisit_initial",
         "sitemaps",
         "sitemap_probe",
+        "index",
     ):
         value = getattr(args, name, None)
         if value is not None:

@@ -129,12 +129,20 @@ def ensure_topics(settings: Settings, timeout: float = 20.0) -> list[str]:
                 f"topic {name} has {found} partitions, settings ask for "
                 f"{count}: use --partitions {found} or a new app id"
             )
+    compacted = {
+        topology.topic_name(settings.app_id, spec)
+        for spec in topology.TOPICS + topology.SERVICE_TOPICS
+        if spec.compacted
+    }
     missing = [
         NewTopic(
             name,
             num_partitions=count,
             replication_factor=settings.kafka.replication_factor,
-            config=topic_configs(settings),
+            config={
+                **({"cleanup.policy": "compact"} if name in compacted else {}),
+                **topic_configs(settings),
+            },
         )
         for name, count in wanted.items()
         if name not in metadata.topics or metadata.topics[name].error is not None

@@ -163,15 +163,17 @@ class StageProducer:
     def produce(
         self,
         topic: str,
-        value: bytes,
+        value: bytes | None,
         partition: int,
         *,
         track: bool = False,
         awaited: Deliveries | None = None,
+        key: bytes | None = None,
     ) -> None:
         """`track`: remember the offset it lands at in `delivered_upto` (messages to a
         topic this crawl consumes). `awaited`: count it there until it is
-        acknowledged (see :meth:`wait`)."""
+        acknowledged (see :meth:`wait`). `key`: the record's key (a compacted topic's;
+        a None value with it is a tombstone)."""
         report = self._report_tracked if track else self._report
         if awaited is not None:
             awaited.expect()
@@ -183,7 +185,12 @@ class StageProducer:
 
         while True:
             try:
-                self._producer.produce(topic, value, partition=partition, on_delivery=report)
+                if key is None:
+                    self._producer.produce(topic, value, partition=partition, on_delivery=report)
+                else:
+                    self._producer.produce(
+                        topic, value, key, partition=partition, on_delivery=report
+                    )
                 return
             except BufferError:
                 # librdkafka's queue is full: serve deliveries until there is room.

@@ -32,6 +32,9 @@ def declare_agent(app: faust.App, ctx: StageContext, spec: TopicSpec, stage: Sta
     count; errors → dead letters."""
     settings, limits = ctx.settings, ctx.limits
     name, step, decode, count_items = stage.name, stage.step, stage.decode, stage.count_items
+    # a compacted topic's stage (the indexer) reads (key, value); a None value is a
+    # tombstone, handed on as None
+    keyed = bool(getattr(stage, "keyed", False))
     out = ctx.outbox()
     items_fields = (
         ()
@@ -74,12 +77,14 @@ def declare_agent(app: faust.App, ctx: StageContext, spec: TopicSpec, stage: Sta
         partition = event.message.partition
         try:
             value = event.value
-            if decode:
+            if keyed and value is None:
+                record: Any = (event.key, None)
+            elif decode:
                 too_big = oversized(len(value), limits) if value is not None else None
                 if too_big is not None:
                     await ctx.dead_letter(name, event, too_big)
                     return
-                record: Any = codec.decode(spec.schema, value)
+                record = codec.decode(spec.schema, value)
                 ctx.counters.stage_items[name] += sum(
                     len(record.get(name) or ()) for name in items_fields
                 )
@@ -93,6 +98,8 @@ def declare_agent(app: faust.App, ctx: StageContext, spec: TopicSpec, stage: Sta
                     )
                 if record is None:
                     return
+                if keyed:
+                    record = (event.key, record)
             else:
                 record = value
             result = step(partition, record, out)

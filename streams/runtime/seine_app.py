@@ -39,6 +39,8 @@ class SeineApp:
     exit_code: int = 0
     idle_since: float | None = None
     worker: Any = None
+    #: The indexer stage (streams/stages/indexer.py); None with --no-index.
+    indexer: Any = None
     on_progress: Callable[[SeineApp], None] | None = None
     finished: bool = False
     #: `seine crawl` (one process): the first Ctrl-C drains instead of stopping at once.

@@ -68,6 +68,12 @@ class Counters:
     #: (streams/core/stall.py): each is a message that would otherwise never come.
     rewinds: int = 0
     started_at: float = field(default_factory=time.time)
+    #: Topics no stage of this crawl consumes: UNCONSUMED_TOPICS, and documents when
+    #: the indexer is off.
+    unconsumed: frozenset[str] = UNCONSUMED_TOPICS
+    #: Documents sent, and deletions (tombstones) among them.
+    documents: int = 0
+    deletions: int = 0
     #: Per consumed topic: smoothed milliseconds from produce to handling.
     latency_ms: dict[str, float] = field(default_factory=dict)
     #: A host's time from a dispatch to its completion at the frontier, in parts.
@@ -94,7 +100,7 @@ class Counters:
         return all(
             self.done[name] >= count
             for name, count in self.sent.items()
-            if name not in UNCONSUMED_TOPICS
+            if name not in self.unconsumed
         )
 
     def handled(self, topic: str, partition: int, offset: int) -> None:
@@ -134,6 +140,8 @@ class Outbox:
         self._items: dict[tuple[str, int], list[Any]] = {}
         self._frontier: dict[int, dict[str, list[Any]]] = {}
         self._logs: list[tuple[int, dict[str, Any]]] = []
+        #: Keyed records of compacted topics: (topic, partition, key, value or None).
+        self._records: list[tuple[TopicSpec, int, bytes, bytes | None]] = []
         #: Frontier events of a flush waiting for the rest of it to be acknowledged.
         self._held = 0
         #: Offered each frontier event when it is due to be sent (after the rest of the
@@ -148,7 +156,9 @@ class Outbox:
 
     @property
     def pending(self) -> int:
-        return len(self._items) + len(self._frontier) + len(self._logs) + self._held
+        return (
+            len(self._items) + len(self._frontier) + len(self._logs) + len(self._records)
+        ) + self._held
 
     # Called once per link and URL: a get first, so the empty batch (or event with its
     # two lists) is built once per flush, not as setdefault's argument on every call.
@@ -166,6 +176,11 @@ class Outbox:
             event = self._frontier[partition] = {"new_urls": [], "completions": []}
         event[kind].append(item)
 
+    def add_record(self, spec: TopicSpec, partition: int, key: bytes, value: bytes | None) -> None:
+        """One keyed record (not batched): a compacted topic keeps the newest value per
+        key, so each key is a message of its own; None is a tombstone."""
+        self._records.append((spec, partition, key, value))
+
     def log(self, record: dict[str, Any]) -> None:
         self._logs.append((self.ctx.host_partition(record["host"]), record))
 
@@ -173,6 +188,7 @@ class Outbox:
         items, self._items = self._items, {}
         frontier, self._frontier = self._frontier, {}
         logs, self._logs = self._logs, []
+        records, self._records = self._records, []
         ctx = self.ctx
         # this flush's own messages, not whatever else the producer holds meanwhile
         awaited = Deliveries() if frontier and items and self.frontier_after_delivery else None
@@ -183,6 +199,8 @@ class Outbox:
             for chunk in chunks:
                 value = codec.encode(spec.schema, {wrapper: chunk})
                 await ctx.send(spec, partition, value, awaited=awaited)
+        for spec, partition, key, keyed_value in records:
+            await ctx.send(spec, partition, keyed_value, awaited=awaited, key=key)
         for partition, record in logs:
             ctx.counters.outcomes[record["outcome"]] += 1
             ctx.counters.tally.add(record)
@@ -302,7 +320,10 @@ class StageContext:
                 partitions=partitions,
                 key_serializer="raw",
                 value_serializer="raw",
-                config={"max.message.bytes": str(16 * 1024 * 1024)},
+                config={
+                    "max.message.bytes": str(16 * 1024 * 1024),
+                    **({"cleanup.policy": "compact"} if spec.compacted else {}),
+                },
             )
         self.topic_names = {
             spec.name: topology.topic_name(settings.app_id, spec) for spec in topology.TOPICS
@@ -359,7 +380,13 @@ class StageContext:
         return partition_for(fingerprint, self.settings.kafka.partitions)
 
     async def send(
-        self, spec: TopicSpec, partition: int, value: bytes, *, awaited: Deliveries | None = None
+        self,
+        spec: TopicSpec,
+        partition: int,
+        value: bytes | None,
+        *,
+        awaited: Deliveries | None = None,
+        key: bytes | None = None,
     ) -> None:
         """`awaited`: a flush that will wait for this message's acknowledgement."""
         self.counters.sent[spec.name] += 1
@@ -367,8 +394,9 @@ class StageContext:
             self.topic_names[spec.name],
             value,
             partition,
-            track=spec.name not in UNCONSUMED_TOPICS,
+            track=spec.name not in self.counters.unconsumed,
             awaited=awaited,
+            key=key,
         )
 
     async def dead_letter(

@@ -34,9 +34,13 @@ from streams.core.stats import cpu_timed
 from streams.core.urls import resolve
 from streams.fetch.fetcher import Fetcher
 from streams.fetch.handlers import FetchResult
+from streams.stages import documents
 from streams.stages.context import Outbox, StageContext, crawl_log_record
 
 log = logging.getLogger("seine.fetch")
+
+#: Statuses that say a page is gone: its document is deleted.
+GONE = frozenset({404, 410})
 
 #: One fetch in this many is timed for the stage breakdown (`cpu_timed`): two
 #: `thread_time` calls (system calls) a step, ~10 steps a fetch, is ~1% of a page's
@@ -259,6 +263,10 @@ class FetchStage:
             return
         if kind != "page":
             return
+        if result.status in GONE or (result.outcome == "redirect" and result.location):
+            # its document, if one was sent, goes (a deletion of an id never sent is
+            # a no-op for an index)
+            documents.send_deletion(ctx, out, request["url"])
         if result.outcome == "fetched":
             out.add(
                 topology.PARSE,

@@ -28,7 +28,7 @@ from streams.core.freshness import UNREAD, RevisitSchedule
 from streams.core.records import CapturedPage, NearDuplicateOf, ParsedBatch, ParsedPage
 from streams.core.simhash import to_unsigned
 from streams.core.urls import resolve, resolve_and_canonicalize
-from streams.stages import recrawl
+from streams.stages import documents, recrawl
 from streams.stages.context import Outbox, StageContext, crawl_log_record
 from streams.stages.dedup import digest_of, size_of
 from streams.store.pagestore import PageStore
@@ -132,10 +132,14 @@ def _handle(
             pass  # this very capture is stored already: read again after a rebalance
         elif duplicate:
             writes.append(_duplicate_write(page, headers, duplicate))
-            if duplicate["url"] != url and not parsed["links"]:
-                continue  # another page's copy linking where it does: its links are that page's
+            if duplicate["url"] != url:  # a copy of another page: that page is the document
+                documents.send_deletion(ctx, out, url)
+                if not parsed["links"]:
+                    continue  # its links are that page's
         else:
             writes.append(_page_write(parsed, headers, body, stored, near))
+            assert body is not None  # (a first copy's body was taken above)
+            _document(ctx, out, parsed, body, digest, near is not None)
         if parsed["nofollow"] or (near and not ctx.settings.crawl.near_dup_extract_links):
             continue
         emitted += _emit_links(ctx, out, parsed)
@@ -205,6 +209,40 @@ def _page_write(
     return write
 
 
+def _base(parsed: ParsedPage) -> str:
+    """What the page's relative links resolve against: its <base href>, else its URL."""
+    url = parsed["page"]["url"]
+    base_href = parsed.get("base")
+    return (resolve(url, base_href) or url) if base_href else url
+
+
+def _document(
+    ctx: StageContext,
+    out: Outbox,
+    parsed: ParsedPage,
+    body: bytes,
+    digest: str,
+    near_duplicate: bool,
+) -> None:
+    """Send the page's document, or delete it: noindex, or a near-duplicate of
+    another page (that page is the document). A same-site canonical the page names
+    is queued like a link of it."""
+    page = parsed["page"]
+    url = page["url"]
+    if not 200 <= page["status"] < 300:
+        return
+    if parsed.get("noindex") or near_duplicate:
+        documents.send_deletion(ctx, out, url)
+        return
+    doc_id = documents.send_document(ctx, out, parsed, body, digest, _base(parsed))
+    if doc_id != url and len(doc_id) <= ctx.limits.max_url_bytes:
+        out.add(
+            topology.URL_FILTER,
+            ctx.url_partition(doc_id),
+            {"url": doc_id, "depth": page["depth"] + 1, "priority": 0, "via": url},
+        )
+
+
 def _emit_links(ctx: StageContext, out: Outbox, parsed: ParsedPage) -> int:
     """Resolve and canonicalize the page's links and send each to url-filter in the
     partition of its host; a link over the URL length limit is logged as filtered.
@@ -213,10 +251,7 @@ def _emit_links(ctx: StageContext, out: Outbox, parsed: ParsedPage) -> int:
     url = page["url"]
     max_url = ctx.limits.max_url_bytes
     emitted = 0
-    base = url
-    base_href = parsed.get("base")
-    if base_href:
-        base = resolve(url, base_href) or url
+    base = _base(parsed)
     depth = page["depth"] + 1
     for link in resolve_and_canonicalize(base, parsed["links"]):
         if len(link) > max_url:

@@ -102,7 +102,9 @@ class FakeCtx:
     settings: Settings
     handoff: HandoffCache
     limits: Limits = field(default_factory=lambda: Limits(8 << 20, 8192))
-    counters: Any = field(default_factory=lambda: type("C", (), {"pages_stored": 0})())
+    counters: Any = field(
+        default_factory=lambda: type("C", (), {"pages_stored": 0, "documents": 0, "deletions": 0})()
+    )
 
     def fingerprint_partition(self, key: str) -> int:
         return partition_for(key, self.settings.kafka.partitions)
@@ -122,6 +124,9 @@ class FakeOutbox:
 
     def add_frontier(self, partition: int, kind: str, item: dict[str, Any]) -> None:
         self.frontier.append((partition, kind, item))
+
+    def add_record(self, spec: Any, partition: int, key: bytes, value: bytes | None) -> None:
+        self.items.append((spec.name, partition, {"key": key, "value": value}))
 
     def log(self, record: dict[str, Any]) -> None:
         self.logs.append(record)

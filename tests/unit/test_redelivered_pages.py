@@ -84,11 +84,13 @@ def test_link_extract_stores_the_digest_it_took(tmp_path: Path) -> None:
     ctx = SimpleNamespace(
         limits=SimpleNamespace(max_url_bytes=8192),
         settings=SimpleNamespace(near_dup_extract_links=False),
-        counters=SimpleNamespace(pages_stored=0),
+        counters=SimpleNamespace(pages_stored=0, documents=0, deletions=0),
         url_partition=lambda url: 0,
         handoff=HandoffCache(0),
     )
-    out = SimpleNamespace(add=lambda *args: None, log=lambda record: None)
+    out = SimpleNamespace(
+        add=lambda *args: None, add_record=lambda *args: None, log=lambda record: None
+    )
     bodies = [b"<p>x", b"<p>" + bytes(range(256)) * 40, b""]
     batch = {
         "pages": [
@@ -136,11 +138,13 @@ def test_a_duplicate_read_again_keeps_one_revisit_record(tmp_path: Path) -> None
     ctx = SimpleNamespace(
         limits=SimpleNamespace(max_url_bytes=8192),
         settings=SimpleNamespace(near_dup_extract_links=False),
-        counters=SimpleNamespace(pages_stored=0),
+        counters=SimpleNamespace(pages_stored=0, documents=0, deletions=0),
         url_partition=lambda url: 0,
         handoff=HandoffCache(0),
     )
-    out = SimpleNamespace(add=lambda *args: None, log=lambda record: None)
+    out = SimpleNamespace(
+        add=lambda *args: None, add_record=lambda *args: None, log=lambda record: None
+    )
 
     def duplicate(fetched_at: float) -> dict:
         return {
@@ -195,11 +199,13 @@ def test_a_capture_read_again_after_its_revisit_record_was_lost_is_not_stored_ag
     ctx = SimpleNamespace(
         limits=SimpleNamespace(max_url_bytes=8192),
         settings=SimpleNamespace(near_dup_extract_links=False),
-        counters=SimpleNamespace(pages_stored=0),
+        counters=SimpleNamespace(pages_stored=0, documents=0, deletions=0),
         url_partition=lambda url: 0,
         handoff=HandoffCache(0),
     )
-    out = SimpleNamespace(add=lambda *args: None, log=lambda record: None)
+    out = SimpleNamespace(
+        add=lambda *args: None, add_record=lambda *args: None, log=lambda record: None
+    )
 
     def batch(fetched_at: float) -> dict:
         return {

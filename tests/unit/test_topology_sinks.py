@@ -21,11 +21,12 @@ MODULES: dict[str, tuple[str, ...]] = {
     "seeds": ("streams/stages/seeds.py",),
     "url-seen": ("streams/stages/url_seen.py",),
     "frontier": ("streams/stages/frontier.py", "streams/runtime/crawl_loop.py"),
-    "fetch": ("streams/stages/fetch.py",),
+    "fetch": ("streams/stages/fetch.py", "streams/stages/documents.py"),
     "parse": ("streams/stages/parse.py",),
     "content-dedup": ("streams/stages/dedup.py",),
-    "link-extract": ("streams/stages/link_extract.py",),
+    "link-extract": ("streams/stages/link_extract.py", "streams/stages/documents.py"),
     "url-filter": ("streams/stages/url_filter.py",),
+    "indexer": ("streams/stages/indexer.py",),
 }
 
 
@@ -40,7 +41,7 @@ def produced_to(path: Path) -> set[str]:
             names.add("CRAWL_LOG")
         elif method == "add_frontier":
             names.add("FRONTIER")
-        elif method == "add" and node.args:
+        elif method in ("add", "add_record") and node.args:
             first = node.args[0]
             if (
                 isinstance(first, ast.Attribute)

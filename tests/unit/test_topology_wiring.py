@@ -13,6 +13,7 @@ from streams.settings import GROUP_OF, Settings
 from streams.stages import dedup, link_extract, parse, seeds, url_filter, url_seen
 from streams.stages.base import Stage
 from streams.stages.fetch import FetchStage
+from streams.stages.indexer import IndexerStage
 
 
 def test_the_app_s_agents_are_topology_s_stages(tmp_path: Path) -> None:
@@ -56,6 +57,7 @@ def test_each_stage_class_is_one_stage_of_topology() -> None:
         dedup.DedupStage,
         link_extract.LinkExtractStage,
         url_filter.UrlFilterStage,
+        IndexerStage,
     ]
     assert sorted(c.name for c in classes) == sorted(s.name for s in topology.STAGES)
     for c in classes:
