@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from streams.cli.crawl import run_crawl
 from streams.cli.parser import _settings_from
@@ -93,29 +95,51 @@ def cmd_pages(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    """`seine export --cdxj`: the capture index as CDXJ, so pywb can replay our WARCs.
+    """`seine export --cdxj`: the capture index as CDXJ, so pywb can replay our WARCs;
+    `seine export --links [--hosts]`: the link graph as an edge list (see
+    streams/store/linkgraph.py).
 
-    Put the file in a pywb collection's ``indexes/`` and the segments in its
+    Put the CDXJ file in a pywb collection's ``indexes/`` and the segments in its
     ``archive/``: CDXJ names segments relative to the archive directory.  ``--out``
-    writes a temp file and renames it, so a reader never sees half an index.
+    writes a temp file and renames it, so a reader never sees half a file.
     """
+    from streams.core.robots import agent_token
+    from streams.store import linkgraph
+
+    if args.hosts and not args.links:
+        print("seine export: --hosts goes with --links", file=sys.stderr)
+        return 2
+    settings = _settings_from(args)
     store = _open_store(args, "export")
     if store is None:
         return 1
+    agent = agent_token(settings.fetch.user_agent)
+    max_url = settings.crawl.max_url_bytes
+    what = "captures"
+    write: Callable[[TextIO], int] = store.export_cdxj
+    if args.links:
+        what = "host edges" if args.hosts else "edges"
+        graph = linkgraph.write_host_edges if args.hosts else linkgraph.write_page_edges
+        write = functools.partial(graph, store, agent=agent, max_url=max_url)
     with store:
         if args.out is None:
-            n = store.export_cdxj(sys.stdout)
+            n = write(sys.stdout)
             sys.stdout.flush()
         else:
             out = Path(args.out)
             tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
             try:
-                with tmp.open("w", encoding="utf-8", newline="\n") as f:
-                    n = store.export_cdxj(f)
+                f = tmp.open("w", encoding="utf-8", newline="\n")
+            except OSError as exc:  # a directory that is not there, or not ours
+                print(f"seine export: cannot write {out}: {exc.strerror}", file=sys.stderr)
+                return 1
+            try:
+                with f:
+                    n = write(f)
                 tmp.replace(out)
             finally:
                 tmp.unlink(missing_ok=True)
-    print(f"seine export: {n} captures from {store.path}", file=sys.stderr)
+    print(f"seine export: {n} {what} from {store.path}", file=sys.stderr)
     return 0
 
 

@@ -251,12 +251,20 @@ def _store_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     pages = sub.add_parser("pages", help="list stored URLs, one per line")
     _common(pages)
 
-    export = sub.add_parser("export", help="write the page store's index for archive tools")
+    export = sub.add_parser(
+        "export", help="write the page store's index for archive tools, or its link graph"
+    )
+    formats = export.add_mutually_exclusive_group(required=True)
+    formats.add_argument(
+        "--cdxj", action="store_true", help="sorted CDXJ with SURT keys, as pywb reads it"
+    )
+    formats.add_argument(
+        "--links", action="store_true", help="the page graph: SOURCE_URL<TAB>TARGET_URL a line"
+    )
     export.add_argument(
-        "--cdxj",
+        "--hosts",
         action="store_true",
-        required=True,
-        help="sorted CDXJ with SURT keys, as pywb reads it (the only format so far)",
+        help="with --links, the host graph: SOURCE_HOST<TAB>TARGET_HOST<TAB>LINKS a line",
     )
     export.add_argument("--out", help="write to FILE (atomically) instead of stdout")
     _common(export)

@@ -353,6 +353,14 @@ class PageStore:
         self._check_open()
         return [self._load(e) for e in self._entries(url_bytes(url))]
 
+    def responses(self, url: str) -> Iterator[Capture]:
+        """The captures of ``url`` that hold a body of their own, oldest first, one read
+        each: revisit records are left out unread (their body is another capture's)."""
+        self._check_open()
+        for e in self._entries(url_bytes(url)):
+            if e.revisit_of is None:
+                yield self._load(e)
+
     def export_cdxj(self, out: TextIO) -> int:
         """Write a sorted CDXJ index of every capture (pywb's format); return line count.
 
