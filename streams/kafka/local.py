@@ -97,46 +97,57 @@ def java_binary() -> str:
     return found
 
 
-def _has_jars(path: Path) -> bool:
-    return path.is_dir() and any(path.glob("kafka_2.13-*.jar"))
+def _has_jars(path: Path, marker: str = "kafka_2.13-*.jar") -> bool:
+    return path.is_dir() and any(path.glob(marker))
 
 
 def ensure_jars(version: str | None = None, *, quiet: bool = True) -> Path:
-    """The cache dir with the broker's jars, fetched with Maven on first use.
-
-    Maven copies into a private dir that is renamed into place, so two processes
-    fetching at once (the tests on two processes) never see half a dir.
-    """
+    """The cache dir with the broker's jars, fetched with Maven on first use."""
     version = version or kafka_version()
     target = libs_dir(version)
     if _has_jars(target):
         return target
     if os.environ.get("SEINE_KAFKA_LIBS"):
         raise KafkaError(f"no Kafka jars in SEINE_KAFKA_LIBS={target}")
+    return maven_copy(POM, target, version, "kafka_2.13-*.jar", "Apache Kafka", quiet=quiet)
+
+
+def maven_copy(
+    pom: Path, target: Path, version: str, marker: str, what: str, *, quiet: bool = True
+) -> Path:
+    """Copy the runtime jars of `pom` (built with -Dkafka.version=`version`) into
+    `target` with Maven's dependency:copy-dependencies, unless a jar matching `marker`
+    is there already. `what` names the jars in errors.
+
+    Maven copies into a private dir that is renamed into place, so two processes
+    fetching at once (the tests on two processes) never see half a dir.
+    """
+    if _has_jars(target, marker):
+        return target
     mvn = shutil.which("mvn")
     if not mvn:
         raise KafkaError(
-            f"no Kafka jars in {target} and no `mvn` to fetch them (install Maven, "
-            f"or copy the jars of {POM} there)"
+            f"no {what} jars in {target} and no `mvn` to fetch them (install Maven, "
+            f"or copy the jars of {pom} there)"
         )
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = target.parent / f".{target.name}.{os.getpid()}.{uuid.uuid4().hex[:6]}"
-    cmd = [mvn, "-B", "-Dstyle.color=never", *(["-q"] if quiet else []), "-f", str(POM)]
+    cmd = [mvn, "-B", "-Dstyle.color=never", *(["-q"] if quiet else []), "-f", str(pom)]
     cmd += ["dependency:copy-dependencies", "-DincludeScope=runtime"]
     cmd += [f"-DoutputDirectory={staging}", f"-Dkafka.version={version}"]
     try:
         done = subprocess.run(cmd, capture_output=quiet, text=True, stdin=subprocess.DEVNULL)
-        if done.returncode != 0 or not _has_jars(staging):
+        if done.returncode != 0 or not _has_jars(staging, marker):
             lines = (done.stdout or "").splitlines() if quiet else []
             tail = [ln for ln in lines if "ERROR" in ln][:1]
             raise KafkaError(
-                f"fetching Apache Kafka {version} with Maven failed "
+                f"fetching {what} {version} with Maven failed "
                 f"(exit {done.returncode}){': ' + tail[0] if tail else ''}"
             )
         try:
             staging.rename(target)
         except OSError:
-            if not _has_jars(target):  # not another process's finished copy: a real failure
+            if not _has_jars(target, marker):  # not another process's finished copy
                 raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
