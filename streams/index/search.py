@@ -11,7 +11,7 @@ from pathlib import Path
 
 from streams.index.fulltext import FullTextIndex, Hit
 
-__all__ = ["INDEX_DIR", "CrawlSearch", "index_paths"]
+__all__ = ["INDEX_DIR", "CrawlSearch", "index_paths", "merge_hits"]
 
 #: A worker's index, under its data dir.
 INDEX_DIR = "search"
@@ -22,6 +22,18 @@ def index_paths(data_dir: str | Path) -> list[Path]:
     data = Path(data_dir)
     paths = [data / INDEX_DIR, *sorted(data.glob(f"worker-*/{INDEX_DIR}"))]
     return [path for path in paths if (path / "meta.json").is_file()]
+
+
+def merge_hits(hit_lists: list[list[Hit]], limit: int) -> list[Hit]:
+    """Several indexes' hits as one list: one hit per document id (the most recently
+    fetched copy), best score first, at most `limit`."""
+    best: dict[str, Hit] = {}
+    for hits in hit_lists:
+        for hit in hits:
+            kept = best.get(hit.id)
+            if kept is None or hit.fetched_at > kept.fetched_at:
+                best[hit.id] = hit
+    return sorted(best.values(), key=lambda hit: -hit.score)[:limit]
 
 
 class CrawlSearch:
@@ -42,10 +54,4 @@ class CrawlSearch:
 
     def search(self, query: str, limit: int = 10) -> list[Hit]:
         """The best `limit` hits of every index, one per document id, by score."""
-        best: dict[str, Hit] = {}
-        for index in self.indexes:
-            for hit in index.search(query, limit):
-                kept = best.get(hit.id)
-                if kept is None or hit.fetched_at > kept.fetched_at:
-                    best[hit.id] = hit
-        return sorted(best.values(), key=lambda hit: -hit.score)[:limit]
+        return merge_hits([index.search(query, limit) for index in self.indexes], limit)

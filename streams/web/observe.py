@@ -38,6 +38,7 @@ from prometheus_client.registry import Collector
 
 import topology
 from streams.core.stats import consumer_lag, merge_snapshots
+from streams.web.search import register_search
 
 log = logging.getLogger("seine.observe")
 
@@ -301,7 +302,7 @@ def dashboard_html() -> bytes:
 
 
 def register_observe(seine: Any) -> Observer:
-    """Add `/`, `/stats.json` and `/metrics` to the worker's web server."""
+    """Add `/`, `/stats.json`, `/metrics` and `/search` to the worker's web server."""
     observer = Observer(seine)
     page = dashboard_html()
 
@@ -327,6 +328,7 @@ def register_observe(seine: Any) -> Observer:
                 headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"},
             )
 
+    register_search(seine, observer.peers)
     seine.app.page("/")(Dashboard)
     seine.app.page("/stats.json")(Stats)
     seine.app.page("/metrics")(Metrics)

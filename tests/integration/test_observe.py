@@ -313,3 +313,59 @@ def test_top_short_links_by_clicks(live_crawl: LiveCrawl) -> None:
     links = wait_until(top, 60, "clicks never reached the dashboard data", live_crawl)
     assert [link["code"] for link in links[:2]] == codes
     assert links[0]["url"] == "http://popular.example/"
+
+
+def test_search_answers_json_hits_while_the_crawl_runs(live_crawl: LiveCrawl) -> None:
+    def hits() -> list[dict[str, Any]]:
+        return list(json.loads(get(f"{live_crawl.base}/search?q=page&limit=5")))
+
+    found = wait_until(hits, 90, "no search hits for 'page'", live_crawl)
+    assert 1 <= len(found) <= 5
+    assert [hit["rank"] for hit in found] == list(range(1, len(found) + 1))
+    for hit in found:
+        assert set(hit) >= {"query", "rank", "url", "title", "score", "snippet"}
+        assert hit["query"] == "page" and hit["url"].startswith("http://")
+    assert [hit["score"] for hit in found] == sorted((h["score"] for h in found), reverse=True)
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        get(f"{live_crawl.base}/search?q=")
+    assert refused.value.code == 400
+
+
+def test_dashboard_search_box_shows_highlighted_hits(live_crawl: LiveCrawl, tmp_path: Path) -> None:
+    binary = chromium_binary()
+    if binary is None:
+        pytest.skip("no chromium on this machine (apt-get install chromium) to drive the page")
+    wait_until(
+        lambda: json.loads(get(f"{live_crawl.base}/search?q=page")),
+        90,
+        "no search hits for 'page'",
+        live_crawl,
+    )
+
+    async def drive() -> tuple[int, list[str], list[str]]:
+        async with Chromium(binary, tmp_path / "profile") as browser:
+            await browser.open(live_crawl.base + "/", ready="document.getElementById('q')")
+            await browser.evaluate(
+                "document.getElementById('q').value = 'page';"
+                "document.getElementById('search-form').requestSubmit()"
+            )
+            deadline = time.monotonic() + 30
+            while True:
+                count = await browser.evaluate("document.querySelectorAll('#hits li a').length")
+                if isinstance(count, int) and count > 0:
+                    break
+                if time.monotonic() > deadline:
+                    raise AssertionError("the search box showed no hits")
+                await asyncio.sleep(0.2)  # poll interval; the page fetches once
+            marks = await browser.evaluate(
+                "[...document.querySelectorAll('#hits mark')].map(m => m.textContent)"
+            )
+            links = await browser.evaluate(
+                "[...document.querySelectorAll('#hits li a')].map(a => a.href)"
+            )
+            await browser.screenshot(tmp_path / "search.png")
+            return count, list(marks), list(links)
+
+    count, marks, links = asyncio.run(drive())
+    assert count > 0 and all(link.startswith("http://") for link in links)
+    assert marks and all(mark.lower() == "page" for mark in marks)

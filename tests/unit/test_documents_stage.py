@@ -88,10 +88,11 @@ def parsed(url: str, body: bytes, headers: dict[str, str] | None = None, **more:
     }
 
 
-def run(tmp_path: Path, *pages: Any) -> Out:
+def run(tmp_path: Path, *pages: Any, revisits: RevisitSchedule | None = None) -> Out:
     out = Out()
     store = PageStore(str(tmp_path / "pages"))
-    revisits = RevisitSchedule({}, RevisitPolicy(), lambda url: 0, clock=lambda: 1000.0)
+    if revisits is None:
+        revisits = RevisitSchedule({}, RevisitPolicy(), lambda url: 0, clock=lambda: 1000.0)
     link_extract.handle(ctx(), {"pages": list(pages)}, store, out, revisits)  # type: ignore[arg-type]
     store.close()
     return out
@@ -193,3 +194,17 @@ def test_a_canonical_loop_and_hostile_html_stay_bounded(tmp_path: Path) -> None:
     }
     nested_doc = docs["http://a.example/nested"]
     assert nested_doc is not None and len(nested_doc["outlinks"]) <= 1000
+
+
+def test_a_recrawl_sends_a_changed_page_again_and_an_unchanged_one_not(tmp_path: Path) -> None:
+    revisits = RevisitSchedule({}, RevisitPolicy(), lambda url: 0, clock=lambda: 1000.0)
+    url = "http://a.example/zebra"
+    first = run(tmp_path, parsed(url, ARTICLE), revisits=revisits)
+    assert list(first.documents()) == [url]
+    same = parsed(url, ARTICLE)
+    same["page"]["fetched_at"] = 2000.0
+    assert run(tmp_path, same, revisits=revisits).documents() == {}
+    changed = parsed(url, ARTICLE.replace(b"striped", b"spotted"))
+    changed["page"]["fetched_at"] = 3000.0
+    doc = run(tmp_path, changed, revisits=revisits).documents()[url]
+    assert doc is not None and "spotted coats" in doc["text"]
