@@ -46,6 +46,7 @@ from streams.runtime.seine_app import SeineApp
 from streams.runtime.supervision import HAND_OVER_TIMEOUT, Supervisor, lost_broker
 from streams.settings import Settings, gc_thresholds
 from streams.stages import dedup, link_extract, parse, seeds, url_filter, url_seen
+from streams.stages.anchors import AnchorsStage
 from streams.stages.base import Stage
 from streams.stages.context import StageContext
 from streams.stages.fetch import FetchStage
@@ -194,6 +195,23 @@ def create_app(settings: Settings) -> SeineApp:
     return seine
 
 
+def _anchors(seine: SeineApp, table: Any, revisits: RevisitSchedule) -> AnchorsStage:
+    """The anchors stage, and the timer that sends again the documents whose pages
+    got new anchors (the crawl is busy while any wait)."""
+    ctx, settings = seine.ctx, seine.settings
+    stage = AnchorsStage(ctx, table, seine.store, revisits, settings.crawl.anchor_refresh_interval)
+    out = ctx.outbox()
+    ctx.busy_checks.append(lambda: bool(stage.dirty))
+
+    @seine.app.timer(max(settings.crawl.anchor_refresh_interval / 2, 0.1))
+    async def resend_documents() -> None:
+        if stage.due():
+            stage.refresh(out)
+            await out.flush()
+
+    return stage
+
+
 def _indexer(seine: SeineApp) -> IndexerStage:
     """The indexer stage over this worker's full-text index, and the timer that
     commits what waits when no document comes."""
@@ -257,6 +275,8 @@ def _declare_tables(app: faust.App, settings: Settings, table: Any) -> dict[str,
         #: URL → revisit record; written by link-extract and frontier, both in the
         #: host's partition
         "revisits": table("revisits"),
+        #: URL → anchor texts of its inlinks (streams/core/anchors.py)
+        "anchors": table("anchors"),
     }
 
 
@@ -319,8 +339,9 @@ def _stages(
         seine.fetch,
         parse.ParseStage(ctx),
         dedup.DedupStage(ctx, tables["fingerprints"], tables["simhash-bands"]),
-        link_extract.LinkExtractStage(ctx, seine.store, revisits),
+        link_extract.LinkExtractStage(ctx, seine.store, revisits, tables["anchors"]),
         url_filter.UrlFilterStage(filter_config, tables["scope"], tables["sites"]),
+        _anchors(seine, tables["anchors"], revisits),
     ]
 
 

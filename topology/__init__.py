@@ -83,6 +83,12 @@ URL_FILTER = TopicSpec(
 CRAWL_LOG = TopicSpec(
     "crawl-log", "host", "crawl_log", doc="One record per fetch outcome or decision."
 )
+ANCHORS = TopicSpec(
+    "anchors",
+    "host",
+    "anchor_batch",
+    doc="Anchor texts of links, grouped by the partition of their target's host.",
+)
 DOCUMENTS = TopicSpec(
     "documents",
     "host",
@@ -109,6 +115,7 @@ TOPICS: tuple[TopicSpec, ...] = (
     CONTENT_DEDUP,
     LINK_EXTRACT,
     URL_FILTER,
+    ANCHORS,
     DOCUMENTS,
     CRAWL_LOG,
     DEAD_LETTERS,
@@ -186,11 +193,12 @@ STAGES: tuple[StageSpec, ...] = (
     StageSpec(
         "link-extract",
         LINK_EXTRACT,
-        (URL_FILTER, FRONTIER, DOCUMENTS, CRAWL_LOG),
-        ("revisits",),
+        (URL_FILTER, FRONTIER, ANCHORS, DOCUMENTS, CRAWL_LOG),
+        ("revisits", "anchors"),
         doc="Store the page (WARC + index; the body from the hand-off cache) and its "
         "revisit record; resolve and canonicalize its links; send its document (text, "
-        "language, canonical), or delete it (noindex, a duplicate). A body not in the "
+        "language, canonical, anchors of its inlinks) and its links' anchor texts, or "
+        "delete it (noindex, a duplicate). A body not in the "
         "cache: the page is re-fed to the frontier and fetched again.",
     ),
     StageSpec(
@@ -199,6 +207,15 @@ STAGES: tuple[StageSpec, ...] = (
         (URL_SEEN, CRAWL_LOG),
         ("scope",),
         doc="Scope, depth and trap rules: return the URL or drop it with a reason.",
+    ),
+    StageSpec(
+        "anchors",
+        ANCHORS,
+        (DOCUMENTS, CRAWL_LOG),
+        ("anchors",),
+        doc="Keep a bounded set of anchor texts per target URL (distinct texts and "
+        "source sites); a page whose document was sent before new anchors came is "
+        "sent again, in batches, rebuilt from the page store.",
     ),
     StageSpec(
         "indexer",

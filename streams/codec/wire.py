@@ -57,6 +57,7 @@ SCHEMA_FILES = (
     "crawl_log",
     "dead_letter",
     "document",
+    "anchor_batch",
 )
 
 _WRITE_OPTIONS = {"strict": False, "strict_allow_default": False, "disable_tuple_notation": False}

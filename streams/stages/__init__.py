@@ -5,10 +5,10 @@ tables and outbox passed in, so a unit test calls it directly) and a small class
 binds a worker's parts to it and meets `base.Stage`, the one protocol an agent runs
 (`streams.runtime.agents.declare_agent`); the frontier stage is
 `streams.runtime.crawl_loop.CrawlLoop`. `context` holds what every stage shares: the
-outbox, the counters, the producer and the dead letters.
+outbox, the counters, the producer and the dead letters; `documents` what link-extract,
+fetch and anchors send to the documents topic; the indexer is the sink at the end.
 
-May import topology, streams.core, streams.fetch, streams.store, streams.codec,
-streams.settings, streams.kafka.producer (through context) and, for the recrawl replay,
-confluent-kafka; never streams.runtime,
-streams.app or streams.cli.
+May import topology, streams.core, streams.fetch, streams.store, streams.index,
+streams.codec, streams.settings, streams.kafka.producer (through context) and, for the
+recrawl replay, confluent-kafka; never streams.runtime, streams.app or streams.cli.
 """

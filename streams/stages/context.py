@@ -39,6 +39,7 @@ BATCH_FIELD = {
     "fetch_batch": "requests",
     "page_batch": "pages",
     "parsed_batch": "pages",
+    "anchor_batch": "anchors",
 }
 #: Batch schemas whose items carry a page body: only these are split by size.
 SIZED_SCHEMAS = frozenset({"page_batch", "parsed_batch"})

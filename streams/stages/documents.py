@@ -17,13 +17,15 @@ from typing import Any
 
 import topology
 from streams import codec
-from streams.core.directives import canonical_from_link
+from streams.core.directives import canonical_from_link, x_robots_tag
 from streams.core.documents import Outlink, canonical_id, document
-from streams.core.parsing import charset_from_headers
-from streams.core.records import ParsedPage
+from streams.core.parsing import charset_from_headers, parse_pages
+from streams.core.records import CapturedPage
+from streams.core.simhash import to_signed
 from streams.core.text import page_text
-from streams.core.urls import resolve_and_canonicalize
+from streams.core.urls import resolve, resolve_and_canonicalize
 from streams.stages.context import Outbox, StageContext, crawl_log_record
+from streams.store.pagestore import Capture
 
 #: The crawl-log outcome of a canonical the document does not follow.
 CANONICAL_IGNORED = "canonical-ignored"
@@ -59,11 +61,19 @@ def declared_canonical(
 
 
 def send_document(
-    ctx: StageContext, out: Outbox, parsed: ParsedPage, body: bytes, digest: str, base: str
-) -> str:
+    ctx: StageContext,
+    out: Outbox,
+    page: CapturedPage,
+    body: bytes,
+    *,
+    title: str,
+    digest: str,
+    simhash: int | None,
+    base: str,
+    anchors: list[str],
+) -> tuple[str, list[Outlink]]:
     """Extract the page's text and send its document; returns its id (the URL, or the
-    same-site canonical it names, which the caller queues)."""
-    page = parsed["page"]
+    same-site canonical it names, which the caller queues) and its outlinks."""
     url = page["url"]
     headers: list[Mapping[str, str]] = list(page["headers"])
     text = page_text(body, charset_from_headers(page["headers"]))
@@ -80,21 +90,18 @@ def send_document(
                     reason=f"cross-site canonical {target[0][:1000]} recorded, not followed",
                 )
             )
-    hrefs = [href for href, _anchor, _nofollow in text.links]
-    outlinks: list[Outlink] = []
-    for (_href, anchor, nofollow), absolute in zip(text.links, _resolved(base, hrefs), strict=True):
-        if absolute is not None:
-            outlinks.append({"url": absolute, "anchor": anchor, "nofollow": nofollow})
+    outlinks = _outlinks(base, text.links)
     record: dict[str, Any] = dict(
         document(
             page,
-            title=parsed.get("title") or "",
+            title=title,
             text=text,
             digest=digest,
             size=len(body),
-            simhash=parsed.get("simhash"),
+            simhash=simhash,
             canonical_url=declared,
             outlinks=outlinks,
+            anchors=anchors,
         )
     )
     ctx.counters.documents += 1
@@ -104,7 +111,58 @@ def send_document(
         doc_id.encode("utf-8"),
         codec.encode("document", record),
     )
-    return doc_id
+    return doc_id, outlinks
+
+
+def _outlinks(base: str, links: list[tuple[str, str, bool]]) -> list[Outlink]:
+    """The page's links resolved and canonicalized against `base` (not web URLs dropped)."""
+    outlinks: list[Outlink] = []
+    for (_href, anchor, nofollow), absolute in zip(
+        links, _resolved(base, [href for href, _anchor, _nofollow in links]), strict=True
+    ):
+        if absolute is not None:
+            outlinks.append({"url": absolute, "anchor": anchor, "nofollow": nofollow})
+    return outlinks
+
+
+def resend_document(
+    ctx: StageContext, out: Outbox, capture: Capture, anchors: list[str], depth: int
+) -> str | None:
+    """Send again the document of a stored page (new anchors came after it was sent),
+    rebuilt from the page store: the same text, now with `anchors`. None (nothing
+    sent) for a capture that is not a stored HTML page of its own, or a page that
+    says noindex."""
+    if capture.revisit_of or capture.near_duplicate_of or not 200 <= capture.status < 300:
+        return None
+    headers = [{"name": k, "value": v} for k, v in capture.headers]
+    (parsed,) = parse_pages([(capture.body, charset_from_headers(headers))], with_simhash=True)
+    robots = x_robots_tag([h["value"] for h in headers if h["name"].lower() == "x-robots-tag"], "")
+    if parsed.noindex or robots.noindex:
+        return None
+    page: CapturedPage = {
+        "url": capture.url,
+        "status": capture.status,
+        "headers": headers,
+        "body": None,
+        "fetched_at": capture.fetched_at,
+        "ip": capture.ip or "",
+        "truncated": capture.truncated,
+        "depth": depth,
+    }
+    base = capture.url
+    if parsed.base:
+        base = resolve(capture.url, parsed.base) or capture.url
+    return send_document(
+        ctx,
+        out,
+        page,
+        capture.body,
+        title=parsed.title,
+        digest=capture.digest,
+        simhash=None if parsed.simhash is None else to_signed(parsed.simhash),
+        base=base,
+        anchors=anchors,
+    )[0]
 
 
 def _resolved(base: str, hrefs: list[str]) -> list[str | None]:

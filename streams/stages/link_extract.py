@@ -24,10 +24,12 @@ from typing import Any
 
 import topology
 from streams import codec
+from streams.core.anchors import anchor_texts
+from streams.core.documents import Outlink
 from streams.core.freshness import UNREAD, RevisitSchedule
 from streams.core.records import CapturedPage, NearDuplicateOf, ParsedBatch, ParsedPage
 from streams.core.simhash import to_unsigned
-from streams.core.urls import resolve, resolve_and_canonicalize
+from streams.core.urls import host_of, resolve, resolve_and_canonicalize, site_key
 from streams.stages import documents, recrawl
 from streams.stages.context import Outbox, StageContext, crawl_log_record
 from streams.stages.dedup import digest_of, size_of
@@ -52,6 +54,7 @@ def handle(
     store: PageStore,
     out: Outbox,
     revisits: RevisitSchedule | None = None,
+    anchors: Mapping[str, Any] | None = None,
 ) -> int:
     """Store every page of the batch with one index write batch; returns links emitted.
 
@@ -65,7 +68,7 @@ def handle(
     """
     taken: dict[int, bytes] = {}
     try:
-        return _handle(ctx, batch, store, out, revisits, taken)
+        return _handle(ctx, batch, store, out, revisits, taken, anchors)
     except Exception as exc:
         exc.dead_letter_value = _with_bodies(ctx, batch, taken)  # type: ignore[attr-defined]
         raise
@@ -78,6 +81,7 @@ def _handle(
     out: Outbox,
     revisits: RevisitSchedule | None,
     taken: dict[int, bytes],
+    anchors: Mapping[str, Any] | None,
 ) -> int:
     handoff = ctx.handoff
     writes: list[dict[str, Any]] = []
@@ -139,7 +143,7 @@ def _handle(
         else:
             writes.append(_page_write(parsed, headers, body, stored, near))
             assert body is not None  # (a first copy's body was taken above)
-            _document(ctx, out, parsed, body, digest, near is not None)
+            _document(ctx, out, parsed, body, digest, near is not None, anchors)
         if parsed["nofollow"] or (near and not ctx.settings.crawl.near_dup_extract_links):
             continue
         emitted += _emit_links(ctx, out, parsed)
@@ -223,6 +227,7 @@ def _document(
     body: bytes,
     digest: str,
     near_duplicate: bool,
+    anchors_table: Mapping[str, Any] | None,
 ) -> None:
     """Send the page's document, or delete it: noindex, or a near-duplicate of
     another page (that page is the document). A same-site canonical the page names
@@ -234,12 +239,40 @@ def _document(
     if parsed.get("noindex") or near_duplicate:
         documents.send_deletion(ctx, out, url)
         return
-    doc_id = documents.send_document(ctx, out, parsed, body, digest, _base(parsed))
+    anchors = anchor_texts(anchors_table.get(url)) if anchors_table is not None else []
+    doc_id, outlinks = documents.send_document(
+        ctx,
+        out,
+        page,
+        body,
+        title=parsed.get("title") or "",
+        digest=digest,
+        simhash=parsed.get("simhash"),
+        base=_base(parsed),
+        anchors=anchors,
+    )
+    _send_anchors(ctx, out, url, outlinks)
     if doc_id != url and len(doc_id) <= ctx.limits.max_url_bytes:
         out.add(
             topology.URL_FILTER,
             ctx.url_partition(doc_id),
             {"url": doc_id, "depth": page["depth"] + 1, "priority": 0, "via": url},
+        )
+
+
+def _send_anchors(ctx: StageContext, out: Outbox, url: str, outlinks: list[Outlink]) -> None:
+    """Each followed link's anchor text, to the partition of the link's host (a link
+    to the page itself says nothing about it to others)."""
+    site = site_key(host_of(url))
+    max_url = ctx.limits.max_url_bytes
+    for link in outlinks:
+        target = link["url"]
+        if link["nofollow"] or not link["anchor"] or target == url or len(target) > max_url:
+            continue
+        out.add(
+            topology.ANCHORS,
+            ctx.url_partition(target),
+            {"url": target, "text": link["anchor"], "site": site},
         )
 
 
@@ -411,9 +444,13 @@ class LinkExtractStage:
     count_items = True
 
     def __init__(
-        self, ctx: StageContext, store: PageStore, revisits: RevisitSchedule | None
+        self,
+        ctx: StageContext,
+        store: PageStore,
+        revisits: RevisitSchedule | None,
+        anchors: Mapping[str, Any] | None = None,
     ) -> None:
-        self.ctx, self.store, self.revisits = ctx, store, revisits
+        self.ctx, self.store, self.revisits, self.anchors = ctx, store, revisits, anchors
 
     def step(self, partition: int, batch: ParsedBatch, out: Outbox) -> None:
-        handle(self.ctx, batch, self.store, out, self.revisits)
+        handle(self.ctx, batch, self.store, out, self.revisits, self.anchors)

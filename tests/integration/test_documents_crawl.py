@@ -118,6 +118,11 @@ def test_documents_deletions_and_search(broker: EmbeddedBroker, tmp_path: Path) 
     assert {doc["url"] for doc in variants} == {f"{base}/variant", f"{base}/main"}
     cross = latest[f"{base}/cross"]
     assert cross is not None and cross["canonical"] == f"{base}/cross"
+    # anchors of inlinks: the home page links each page with "<path> link"
+    survivor = f"{base}/article" if latest[f"{base}/article"] is not None else f"{base}/copy"
+    survivor_doc = latest[survivor]
+    assert survivor_doc is not None
+    assert f"{survivor.rsplit('/', 1)[1]} link" in survivor_doc["anchors"], survivor_doc["anchors"]
     home = latest[f"{base}/"]
     assert home is not None
     assert {link["url"] for link in home["outlinks"]} >= {f"{base}/article", f"{base}/gone"}

@@ -201,6 +201,15 @@ EXAMPLES: dict[str, list[dict[str, Any]]] = {
             "at": 0.0,
         },
     ],
+    "anchor_batch": [
+        {
+            "anchors": [
+                {"url": "https://example.com/a", "text": "the A page", "site": "example.org"},
+                {"url": "https://example.com/b", "text": "", "site": "example.com"},
+            ]
+        },
+        {"anchors": []},
+    ],
     "document": [
         {
             "url": "https://example.com/a?ref=x",

@@ -103,7 +103,11 @@ RULES: dict[str, tuple[set[str], set[str]]] = {
     "streams.store": ({"streams.core"}, KAFKA_AND_FAUST | {"aiohttp"}),
     "streams.fetch": ({"streams.core"}, KAFKA_AND_FAUST | {"rocksdict"}),
     "streams.tables": ({"streams.core", "streams.store"}, {"aiohttp", "confluent_kafka"}),
-    "streams.web": ({"topology", "streams.settings", "streams.core", "streams.kafka"}, set()),
+    "streams.web": (
+        {"topology", "streams.settings", "streams.core", "streams.kafka", "streams.index"},
+        set(),
+    ),
+    "streams.index": ({"streams.core"}, KAFKA_AND_FAUST | {"aiohttp", "rocksdict"}),
     "streams.demo": (set(), KAFKA_AND_FAUST | {"rocksdict"}),
 }
 

@@ -27,6 +27,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "link-extract": ("streams/stages/link_extract.py", "streams/stages/documents.py"),
     "url-filter": ("streams/stages/url_filter.py",),
     "indexer": ("streams/stages/indexer.py",),
+    "anchors": ("streams/stages/anchors.py", "streams/stages/documents.py"),
 }
 
 

@@ -11,6 +11,7 @@ from streams.app import create_app
 from streams.runtime.crawl_loop import CrawlLoop
 from streams.settings import GROUP_OF, Settings
 from streams.stages import dedup, link_extract, parse, seeds, url_filter, url_seen
+from streams.stages.anchors import AnchorsStage
 from streams.stages.base import Stage
 from streams.stages.fetch import FetchStage
 from streams.stages.indexer import IndexerStage
@@ -58,6 +59,7 @@ def test_each_stage_class_is_one_stage_of_topology() -> None:
         link_extract.LinkExtractStage,
         url_filter.UrlFilterStage,
         IndexerStage,
+        AnchorsStage,
     ]
     assert sorted(c.name for c in classes) == sorted(s.name for s in topology.STAGES)
     for c in classes:
