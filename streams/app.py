@@ -219,6 +219,7 @@ def _indexer(seine: SeineApp) -> IndexerStage:
     indexer = IndexerStage(
         FullTextIndex(Path(settings.data_dir) / INDEX_DIR, writable=True),
         settings.crawl.index_commit_interval,
+        limits=seine.ctx.limits,
     )
 
     @seine.app.timer(max(settings.crawl.index_commit_interval / 2, 0.1))

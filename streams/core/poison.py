@@ -82,6 +82,13 @@ def _page(item: dict[str, Any], limits: Limits) -> str | None:
     return _url_reason(item.get("url"), limits)
 
 
+def document_reason(document: dict[str, Any], limits: Limits) -> str | None:
+    """Why a documents record is refused (its URL or id over the limit), or None."""
+    return _url_reason(document.get("url"), limits) or _url_reason(
+        document.get("canonical"), limits, "canonical URL"
+    )
+
+
 def _parsed(item: dict[str, Any], limits: Limits) -> str | None:
     page = item.get("page") or {}
     duplicate = item.get("duplicate_of") or {}
@@ -101,6 +108,7 @@ _ITEM_FIELDS: dict[str, list[tuple[str, ItemCheck]]] = {
     "fetch_batch": [("requests", _request)],
     "page_batch": [("pages", _page)],
     "parsed_batch": [("pages", _parsed)],
+    "anchor_batch": [("anchors", _candidate)],
 }
 
 

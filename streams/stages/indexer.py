@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from streams.core.poison import Limits, document_reason
 from streams.index.fulltext import FullTextIndex
 from streams.stages.context import Outbox
 
@@ -33,13 +34,19 @@ class IndexerStage:
         index: FullTextIndex,
         commit_interval: float,
         clock: Callable[[], float] = time.monotonic,
+        limits: Limits | None = None,
     ) -> None:
         self.index, self.commit_interval, self.clock = index, commit_interval, clock
+        self.limits = limits or Limits()
         self.committed_at = clock()
         self.applied = self.deleted = 0
 
     def step(self, partition: int, record: tuple[bytes | None, Any], out: Outbox) -> None:
         key, document = record
+        if document is not None:
+            refused = document_reason(document, self.limits)
+            if refused is not None:
+                raise ValueError(refused)
         if key is None:
             raise ValueError("a documents record without a key (its id): nothing to index it by")
         doc_id = key.decode("utf-8", "strict")

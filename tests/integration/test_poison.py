@@ -106,6 +106,19 @@ RECORDS: dict[str, Callable[[str, int], dict[str, Any]]] = {
         "depth": 0,
         "at": 0.0,
     },
+    "anchor_batch": lambda url, pad: {
+        "anchors": [{"url": url, "text": "x" * pad, "site": "poison.invalid"}]
+    },
+    "document": lambda url, pad: {
+        "url": url,
+        "canonical": url,
+        "status": 200,
+        "fetched_at": 1.0,
+        "text": "x" * pad,
+        "digest": "sha1:X",
+        "size": pad,
+        "site": "poison.invalid",
+    },
     "dead_letter": lambda url, pad: {
         "stage": url,
         "topic": "t",
