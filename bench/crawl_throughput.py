@@ -78,6 +78,7 @@ except ImportError:  # pragma: no cover - bench extra not installed
 
 from bench.throughput_report import (  # noqa: E402
     NOISY_CORES,
+    SEINE_FLAGS,
     SEINE_ON,
     Result,
     code_line,
@@ -169,7 +170,12 @@ def crawl_once(
     run_dir.mkdir(parents=True, exist_ok=True)
     data = run_dir / "data"
     if crawler in SEINE_ON:
-        cmd = [*seine_command(args, site, files["seeds"], data), "--broker", SEINE_ON[crawler]]
+        cmd = [
+            *seine_command(args, site, files["seeds"], data),
+            "--broker",
+            SEINE_ON[crawler],
+            *SEINE_FLAGS.get(crawler, []),
+        ]
     else:
         cmd = scrapy_command(args, files)
     stdout, stderr = run_dir / "stdout.txt", run_dir / "stderr.txt"
@@ -239,6 +245,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default="tansu",
         help="the broker `seine crawl` starts (--broker): the embedded Tansu (default), a "
         "one-node Apache Kafka under the data dir, or both, one after the other",
+    )
+    p.add_argument(
+        "--index",
+        choices=("on", "off", "both"),
+        default="on",
+        help="Seine's full-text indexing: on (the default command), off (--no-index), or "
+        "both, one after the other, with the ratio printed",
     )
     p.add_argument(
         "--partitions",
@@ -313,8 +326,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.workers = max(1, min(os.cpu_count() or 1, args.partitions or 1 << 16))
     if args.partitions is None:
         args.partitions = args.workers
-    seines = {"tansu": ["seine"], "kafka": ["seine-kafka"], "both": list(SEINE_ON)}
-    crawlers = [*seines[args.broker], "scrapy"]
+    seines = {"tansu": ["seine"], "kafka": ["seine-kafka"], "both": ["seine", "seine-kafka"]}
+    chosen = seines[args.broker]
+    if args.index != "on":
+        off = ["seine-noindex"] if "seine" in chosen else []
+        chosen = off if args.index == "off" else [*chosen, *off]
+    crawlers = [*chosen, "scrapy"]
     if args.only:
         crawlers = [c for c in crawlers if c.startswith(args.only)]
     work = Path(tempfile.mkdtemp(prefix="seine-crawl-bench-"))

@@ -26,7 +26,9 @@ NOISY_CORES = 0.25  # other processes using this much CPU on average make a run 
 
 
 #: The crawler names of the runs: Seine on each broker it can start, and Scrapy.
-SEINE_ON = {"seine": "tansu", "seine-kafka": "kafka"}
+SEINE_ON = {"seine": "tansu", "seine-kafka": "kafka", "seine-noindex": "tansu"}
+#: Seine runs with extra flags: "seine-noindex" is the default command with --no-index.
+SEINE_FLAGS = {"seine-noindex": ["--no-index"]}
 
 
 # ---------------------------------------------------------------------------- one crawl
@@ -235,6 +237,16 @@ def print_summary(results: list[Result], runs: int) -> dict[str, Any]:
             line += f"{ratio:>19.2f}x"
             summary[name]["ratio" if c == "seine" else f"ratio_{c}"] = ratio
         print(line)
+    if "seine" in summary.get("pages/s, wall (incl. startup)", {}) and by.get("seine-noindex"):
+        walls = summary["pages/s, wall (incl. startup)"]
+        crawl = summary["pages/s, crawl phase"]
+        on_off_wall = walls["seine"] / walls["seine-noindex"] if walls["seine-noindex"] else 0.0
+        on_off_crawl = crawl["seine"] / crawl["seine-noindex"] if crawl["seine-noindex"] else 0.0
+        summary["index_on_off"] = {"wall": on_off_wall, "crawl": on_off_crawl}
+        print(
+            f"indexing on / off (seine / seine-noindex): {on_off_wall:.1%} of the pages/s "
+            f"whole process, {on_off_crawl:.1%} in the crawl phase"
+        )
     for c in crawlers:
         exact = sum(1 for r in by[c] if r.check.exact)
         print(f"{c}: {exact}/{len(by[c])} successful runs fetched every expected page exactly once")
