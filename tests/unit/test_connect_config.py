@@ -1,10 +1,12 @@
 """infra/connect/: the documents topic's search-engine sink, checked without Java.
 
-infra/connect/check.py validates the same files against a real Connect worker and
-the connector (docs/OPERATIONS.md, "Feeding an external search engine"); it needs
-Maven, Java 21 and the connector's release archive, so it is not a test. These
-check what the files promise: the documents topic, the key as the document id,
-tombstones as deletes, one config in two forms, one Kafka version.
+infra/connect/check.py builds the documents converter, runs documents through it in a
+real Connect worker and validates the same files against the connector
+(docs/OPERATIONS.md, "Feeding an external search engine"); it needs Maven, Java 21
+and the connector's release archive, so it is not a test. These check what the
+files promise: the documents topic, the key as the document id, the values read by
+the converter built from schemas/document.avsc, tombstones as deletes, one config in
+two forms, one Kafka version; and how the check reads the sink's file.
 """
 
 from __future__ import annotations
@@ -16,9 +18,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from streams import codec
 from streams.settings import Settings
 
-CONNECT = Path(__file__).resolve().parents[2] / "infra" / "connect"
+REPO = Path(__file__).resolve().parents[2]
+CONNECT = REPO / "infra" / "connect"
+CONVERTER = CONNECT / "converter"
+CONVERTER_CLASS = "seine.connect.DocumentAvroConverter"
 
 
 def sink() -> dict[str, Any]:
@@ -48,6 +54,11 @@ def test_the_sink_reads_the_documents_topic_keyed_by_id_with_tombstones_deleting
     assert config["topics"] == f"{Settings().app_id}.documents"
     assert config["key.converter"] == "org.apache.kafka.connect.storage.StringConverter"
     assert config["key.ignore"] == "false"
+    assert config["value.converter"] == CONVERTER_CLASS
+    # the converter's one setting; another converter's (schemas.enable) would do nothing
+    assert {k for k in config if k.startswith("value.converter.")} <= {
+        "value.converter.schema.path"
+    }
     assert config["behavior.on.null.values"] == "delete"
     # a replay after a restart is a version conflict (external version = offset)
     assert config["behavior.on.version.conflict"] == "ignore"
@@ -71,6 +82,70 @@ def test_connect_runs_the_kafka_version_named_once() -> None:
     pom = (CONNECT / "pom.xml").read_text("utf-8")
     assert "<version>${kafka.version}</version>" in pom
     assert not re.search(r"<kafka\.version>", pom)  # infra/kafka/pom.xml's, passed in
+
+
+def test_the_converter_is_the_class_the_config_names_and_reads_the_repo_schema() -> None:
+    source = (
+        CONVERTER / "src" / "main" / "java" / "seine" / "connect" / "DocumentAvroConverter.java"
+    )
+    assert "implements Converter" in source.read_text("utf-8")
+    services = CONVERTER / "src/main/resources/META-INF/services"
+    registered = (services / "org.apache.kafka.connect.storage.Converter").read_text("utf-8")
+    assert registered.split() == [CONVERTER_CLASS]  # for plugin.discovery=service_load
+    pom = (CONVERTER / "pom.xml").read_text("utf-8")
+    # the schema is bundled from schemas/ at build time, not forked into this tree
+    assert "<directory>${project.basedir}/../../../schemas</directory>" in pom
+    assert (CONVERTER / "../../../schemas/document.avsc").resolve().is_file()
+    assert not list((CONVERTER / "src").glob("**/*.avsc"))
+
+
+def test_the_converter_builds_against_the_brokers_kafka_version() -> None:
+    pom = (CONVERTER / "pom.xml").read_text("utf-8")
+    broker = (REPO / "infra" / "kafka" / "pom.xml").read_text("utf-8")
+    version = re.compile(r"<kafka\.version>([^<]+)</kafka\.version>")
+    found, wanted = version.search(pom), version.search(broker)
+    assert found and wanted and found.group(1) == wanted.group(1)
+    api = re.search(
+        r"<artifactId>connect-api</artifactId>\s*<version>([^<]+)</version>\s*"
+        r"<scope>([^<]+)</scope>",
+        pom,
+    )
+    assert api and api.groups() == ("${kafka.version}", "provided")  # the worker's
+    assert re.search(r"<maven\.compiler\.release>17<", pom)
+
+
+def test_the_checks_documents_are_seines_and_doubles_print_as_javas() -> None:
+    check = check_module()
+    docs = check.sample_documents()
+    assert len({d["canonical"] for d in docs}) == len(docs)  # no id compacted away
+    assert any("\n" in d["text"] for d in docs)  # a record over several lines
+    assert {d["simhash"] is None for d in docs} == {True, False}  # unions both ways
+    for doc in docs:
+        codec.decode("document", codec.encode("document", doc))  # what Seine writes
+    assert [check.java_double(x) for x in (1_700_000_000.5, 1.6e9, 0.5, 2.0, -1e-4)] == [
+        "1.7000000005E9",
+        "1.6E9",
+        "0.5",
+        "2.0",
+        "-1.0E-4",
+    ]
+
+
+def test_the_check_splits_the_sink_file_into_records(tmp_path: Path) -> None:
+    check = check_module()
+    doc = check.sample_documents()[0]
+    text = doc["text"]
+    line = (
+        f"Struct{{url={doc['url']},canonical={doc['canonical']},status=200,"
+        "fetched_at=1.7000000005E9,title=A page,headings=[One, Two],"
+        f"text={text},simhash={doc['simhash']},size={doc['size']},site={doc['site']}}}"
+    )
+    out = tmp_path / "sink.txt"
+    out.write_text(f"{line}\nnull\n", "utf-8")
+    records = check.sink_records(out)
+    assert records == [line, "null"]
+    assert all(part in records[0] for part in check.expected_parts(doc))
+    assert check.sink_records(tmp_path / "absent.txt") == []
 
 
 def test_the_check_fails_on_errors_and_on_keys_nobody_defines(capsys: Any) -> None:
