@@ -3,8 +3,9 @@
 link-extract sends each followed link's text to the partition of the link's
 target host; here, in that partition, a table keeps a bounded set per target URL
 (streams/core/anchors.py). link-extract reads it when it builds a page's document
-(same host partition, same worker). Anchors that come after the document was sent
-mark the page, and the worker's timer sends its document again, at most every
+(same host partition, same worker). Anchors from another site that come after the
+document was sent mark the page, and the worker's timer sends its document again, at
+most every
 `Settings.crawl.anchor_refresh_interval` seconds and RESEND_BATCH pages at a time,
 rebuilt from this worker's page store: one document per page per interval, however
 many inlinks arrived meanwhile. The marks live in memory: a restart forgets them,
@@ -19,6 +20,7 @@ from typing import Any
 
 from streams.core.anchors import add_anchor, anchor_texts
 from streams.core.freshness import RevisitSchedule
+from streams.core.urls import host_of, site_key
 from streams.stages import documents
 from streams.stages.context import Outbox, StageContext
 from streams.store.pagestore import PageStore
@@ -58,14 +60,19 @@ class AnchorsStage:
         for url, pairs in by_url.items():
             entry = self.table.get(url)
             changed = None
+            from_elsewhere = False
             for text, site in pairs:
                 grown = add_anchor(changed if changed is not None else entry, text, site)
                 if grown is not None:
                     changed = grown
+                    from_elsewhere = from_elsewhere or site != site_key(host_of(url))
             if changed is None:
                 continue
             self.table[url] = changed
-            if url in self.store:  # its document is out without these anchors
+            # its document is out without these anchors: sent again when another site
+            # names it (a site's own navigation, met on nearly every page after, is
+            # in the document when it came first, and is not worth sending it again)
+            if from_elsewhere and url in self.store:
                 self.dirty[url] = None
 
     def due(self) -> bool:

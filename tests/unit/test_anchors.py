@@ -49,14 +49,15 @@ class Out:
 def test_a_stored_page_with_new_anchors_is_sent_again(tmp_path: Path) -> None:
     store = PageStore(str(tmp_path / "pages"))
     url = "http://a.example/zebra"
-    store.put(
-        url=url,
-        status=200,
-        headers=[("Content-Type", "text/html")],
-        body=b"<title>Z</title><p>Zebras are striped equines of the savanna.</p>",
-        fetched_at=1.0,
-        ip="127.0.0.1",
-    )
+    for stored in (url, "http://a.example/other"):
+        store.put(
+            url=stored,
+            status=200,
+            headers=[("Content-Type", "text/html")],
+            body=b"<title>Z</title><p>Zebras are striped equines of the savanna.</p>",
+            fetched_at=1.0,
+            ip="127.0.0.1",
+        )
     ctx: Any = SimpleNamespace(counters=SimpleNamespace(documents=0), url_partition=lambda url: 0)
     now = [100.0]
     table: dict[str, Any] = {}
@@ -66,12 +67,16 @@ def test_a_stored_page_with_new_anchors_is_sent_again(tmp_path: Path) -> None:
         "anchors": [
             {"url": url, "text": "striped horses", "site": "b.example"},
             {"url": url, "text": "zebra facts", "site": "c.example"},
+            {"url": "http://a.example/other", "text": "home", "site": "a.example"},
             {"url": "http://a.example/not-stored", "text": "later", "site": "b.example"},
         ]
     }
     stage.step(0, batch, out)  # type: ignore[arg-type]
     assert anchor_texts(table[url]) == ["striped horses", "zebra facts"]
-    assert list(stage.dirty) == [url]  # the page not stored yet gets them in its document
+    assert anchor_texts(table["http://a.example/other"]) == ["home"]
+    # the page not stored yet gets them in its document; a same-site anchor of a
+    # stored page waits for the page's next document
+    assert list(stage.dirty) == [url]
     assert not stage.due()
     now[0] += 2.5
     assert stage.due() and stage.refresh(out) == 1  # type: ignore[arg-type]
