@@ -7,12 +7,14 @@ cd "$(dirname "$0")/.."
 
 # What the tests drive besides Python: Apache Kafka needs Java 17+ and its jars come
 # with Maven (streams/kafka/local.py); the dashboard test drives Chromium; the demo
-# server's test also serves through nginx.
+# server's test also serves through nginx; the search-quality test crawls the Python
+# docs of python3.11-doc.
 missing=()
 command -v java >/dev/null || missing+=(openjdk-17-jre-headless)
 command -v mvn >/dev/null || missing+=(maven)
 command -v chromium >/dev/null || missing+=(chromium)
 command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || missing+=(nginx)
+[ -d /usr/share/doc/python3.11/html ] || missing+=(python3.11-doc)
 if [ ${#missing[@]} -gt 0 ]; then
     echo "tests/run.sh: installing ${missing[*]}"
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null

@@ -4,9 +4,12 @@ Fields: the id (untokenized: what a tombstone deletes by), the URL (tokenized, s
 its words are searchable: ``library json html``), title, headings, anchors (the
 text of links to the page), description and the main text. Tantivy's default
 tokenizer splits on non-alphanumerics and lowercases, so an identifier such as
-``os.path.join`` is indexed as its parts and a query for it is a phrase over them:
-API names find their page. Title and anchors weigh most (`BOOSTS`): they say what
-a page is about in fewer words than its text.
+``os.path.join`` is indexed as its parts. A dotted name in a query asks for all its
+parts, in any order, plus the exact phrase as a bonus (`dotted_names`): API docs
+rarely print a qualified name whole where they define it (Sphinx shows
+``extend(iterable)`` under ``class array.array``), so a phrase alone missed the
+page that defines it. Title and anchors weigh most (`BOOSTS`): they say what a page
+is about in fewer words than its text.
 
 Writes are upserts: `apply(id, document)` deletes the id's older version and adds
 the new one, `apply(id, None)` only deletes. Nothing is visible to a search until
@@ -25,7 +28,7 @@ from typing import Any
 
 import tantivy
 
-__all__ = ["BOOSTS", "SEARCH_FIELDS", "FullTextIndex", "Hit", "build_schema"]
+__all__ = ["BOOSTS", "SEARCH_FIELDS", "FullTextIndex", "Hit", "build_schema", "dotted_names"]
 
 #: Fields a query without a field name searches, and their weights.
 BOOSTS: dict[str, float] = {
@@ -45,6 +48,23 @@ WRITER_HEAP_BYTES = 48 * 1024 * 1024
 _SPACE = re.compile(r"\s")
 #: Characters of a query read (a longer one is cut: bounded parse time).
 MAX_QUERY_CHARS = 1000
+#: A dotted name (``json.dumps``, ``3.11``) standing alone: not a field's value, not
+#: already required or excluded (+/-), not part of a path or a longer token.
+_DOTTED = re.compile(r'(?<![\w.:"+\-/])(\w+(?:\.\w+)+)(?![\w"/]|\.\w)')
+
+
+def dotted_names(query: str) -> str:
+    """`query` with each dotted name outside quotes as all its parts, required, plus
+    its exact phrase: ``os.path.join`` becomes ``(+os +path +join) "os.path.join"``."""
+    parts = query.split('"')
+    for i in range(0, len(parts), 2):  # the even pieces are outside quotes
+        parts[i] = _DOTTED.sub(_dotted_clause, parts[i])
+    return '"'.join(parts)
+
+
+def _dotted_clause(match: re.Match[str]) -> str:
+    name = match.group(1)
+    return "(" + " ".join("+" + part for part in name.split(".")) + f') "{name}"'
 
 
 def build_schema() -> tantivy.Schema:
@@ -167,12 +187,13 @@ class FullTextIndex:
 
     def search(self, query: str, limit: int = 10) -> list[Hit]:
         """The best `limit` documents for `query` (Tantivy's query language, parsed
-        leniently: a stray quote or colon never fails a search), BM25 with `BOOSTS`."""
+        leniently: a stray quote or colon never fails a search), BM25 with `BOOSTS`;
+        dotted names as `dotted_names` reads them."""
         query = query[:MAX_QUERY_CHARS].strip()
         if not query or limit <= 0:
             return []
         parsed, _errors = self.index.parse_query_lenient(
-            query, default_field_names=list(SEARCH_FIELDS), field_boosts=BOOSTS
+            dotted_names(query), default_field_names=list(SEARCH_FIELDS), field_boosts=BOOSTS
         )
         searcher = self.index.searcher()
         found = searcher.search(parsed, limit, count=False).hits

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from streams.index.fulltext import FullTextIndex
+from streams.index.fulltext import FullTextIndex, dotted_names
 from streams.index.search import CrawlSearch, index_paths
 
 
@@ -65,6 +65,37 @@ def test_url_words_and_identifiers_are_searchable(index: FullTextIndex) -> None:
     index.commit()
     assert urls(index, "library")[0] == "http://docs.example/library/json.html"
     assert urls(index, "json.dumps") == ["http://docs.example/library/json.html"]
+
+
+def test_a_dotted_name_finds_the_page_that_defines_it_in_parts(index: FullTextIndex) -> None:
+    # Sphinx prints `extend(iterable)` under `class array.array`: never the name whole
+    index.apply(
+        "http://d/array.html",
+        doc(
+            "http://d/array.html",
+            title="array — Efficient arrays of numeric values",
+            text="class array.array(typecode) extend(iterable) Append items from iterable.",
+        ),
+    )
+    index.apply("http://d/list.html", doc("http://d/list.html", text="A list can extend a list."))
+    index.commit()
+    assert urls(index, "array.array.extend") == ["http://d/array.html"]
+    assert urls(index, '"array.array.extend"') == []  # quoted: the exact phrase only
+
+
+@pytest.mark.parametrize(
+    ("query", "parsed"),
+    [
+        ("os.path.join", '(+os +path +join) "os.path.join"'),
+        ("asyncio.run x", '(+asyncio +run) "asyncio.run" x'),
+        ('"use os.path here"', '"use os.path here"'),
+        ("title:os.path -a.b +c.d", "title:os.path -a.b +c.d"),
+        ("example.com/a.b", "example.com/a.b"),
+        ("plain words", "plain words"),
+    ],
+)
+def test_dotted_names_outside_quotes_ask_for_their_parts(query: str, parsed: str) -> None:
+    assert dotted_names(query) == parsed
 
 
 @pytest.mark.parametrize(
