@@ -77,7 +77,7 @@ class CrawlPolicy:
     index_commit_interval: float = 2.0
     #: Seconds between two batches of documents sent again because new anchors of
     #: their inlinks came after them.
-    anchor_refresh_interval: float = 2.0
+    anchor_refresh_interval: float = 10.0
     #: Seconds a URL url-seen registered may go without a frontier state before a link
     #: to it sends it to the frontier again (its first message was lost with a killed
     #: worker); a redelivered url-seen message re-sends at once. 0: only at once.
@@ -223,6 +223,9 @@ class WorkerSettings:
     #: the broker once (streams/core/handoff.py); a body not found there is fetched
     #: again. 0: bodies travel inline through content-dedup, as before the hand-off.
     handoff_cache_bytes: int = 64 * 1024 * 1024
+    #: Documents sent lately, kept to send again when new anchors come
+    #: (streams/core/doccache.py); a page not here is rebuilt from the page store.
+    document_cache_bytes: int = 32 * 1024 * 1024
     segment_max_bytes: int = 1 << 30
     #: Longest a Ctrl-C'd `seine crawl` drains (in-flight work to the end) before it stops.
     drain_timeout: float = 60.0

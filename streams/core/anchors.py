@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["MAX_ANCHORS", "MAX_PER_SITE", "add_anchor", "anchor_texts"]
+__all__ = ["MAX_ANCHORS", "MAX_PER_SITE", "add_anchor", "anchor_texts", "other_sites"]
 
 #: Anchors kept per target, and from one source site.
 MAX_ANCHORS, MAX_PER_SITE = 64, 8
@@ -48,3 +48,8 @@ def anchor_texts(entry: Sequence[Any] | None) -> list[str]:
     for pair in entry or ():
         seen.setdefault(str(pair[0]))
     return list(seen)
+
+
+def other_sites(entry: Sequence[Any] | None, home: str) -> int:
+    """How many distinct sites other than `home` an entry's anchors come from."""
+    return len({pair[1] for pair in entry or () if pair[1] != home})

@@ -3,12 +3,14 @@
 link-extract sends each followed link's text to the partition of the link's
 target host; here, in that partition, a table keeps a bounded set per target URL
 (streams/core/anchors.py). link-extract reads it when it builds a page's document
-(same host partition, same worker). Anchors from another site that come after the
-document was sent mark the page, and the worker's timer sends its document again, at
-most every
-`Settings.crawl.anchor_refresh_interval` seconds and RESEND_BATCH pages at a time,
-rebuilt from this worker's page store: one document per page per interval, however
-many inlinks arrived meanwhile. The marks live in memory: a restart forgets them,
+(same host partition, same worker). When the other sites naming a page whose document
+was sent reach 1, 2, 4, 8... the page is marked, and the worker's timer sends its
+document again, at
+most every `Settings.crawl.anchor_refresh_interval` seconds (at once when anchors stop
+coming: the crawl is ending) and RESEND_BATCH pages at a time: one document per page
+per interval, however many inlinks arrived meanwhile. The document is the one sent
+lately (the worker's document cache) with the new anchors, or, when it fell out,
+rebuilt from the page store. The marks live in memory: a restart forgets them,
 and those pages' documents keep the anchors they were sent with.
 """
 
@@ -18,7 +20,7 @@ import time
 from collections.abc import Callable, MutableMapping
 from typing import Any
 
-from streams.core.anchors import add_anchor, anchor_texts
+from streams.core.anchors import add_anchor, anchor_texts, other_sites
 from streams.core.freshness import RevisitSchedule
 from streams.core.urls import host_of, site_key
 from streams.stages import documents
@@ -26,7 +28,9 @@ from streams.stages.context import Outbox, StageContext
 from streams.store.pagestore import PageStore
 
 #: Pages whose documents one refresh sends again at most.
-RESEND_BATCH = 500
+RESEND_BATCH = 2000
+#: Seconds without anchors after which waiting pages are sent at once.
+QUIET = 1.0
 
 
 class AnchorsStage:
@@ -49,10 +53,11 @@ class AnchorsStage:
         self.refresh_interval, self.clock = refresh_interval, clock
         #: Stored pages that got new anchors since their document was sent (ordered).
         self.dirty: dict[str, None] = {}
-        self.refreshed_at = clock()
+        self.refreshed_at = self.stepped_at = clock()
         self.resent = 0
 
     def step(self, partition: int, batch: dict[str, Any], out: Outbox) -> None:
+        self.stepped_at = self.clock()
         # one read and at most one write per target URL of the message
         by_url: dict[str, list[tuple[str, str]]] = {}
         for anchor in batch["anchors"]:
@@ -60,23 +65,30 @@ class AnchorsStage:
         for url, pairs in by_url.items():
             entry = self.table.get(url)
             changed = None
-            from_elsewhere = False
             for text, site in pairs:
                 grown = add_anchor(changed if changed is not None else entry, text, site)
                 if grown is not None:
                     changed = grown
-                    from_elsewhere = from_elsewhere or site != site_key(host_of(url))
             if changed is None:
                 continue
             self.table[url] = changed
-            # its document is out without these anchors: sent again when another site
-            # names it (a site's own navigation, met on nearly every page after, is
-            # in the document when it came first, and is not worth sending it again)
-            if from_elsewhere and url in self.store:
+            # its document is out without these anchors: sent again when the sites
+            # naming it reach 1, 2, 4, 8... (a site's own navigation, met on nearly
+            # every page after, is in the document when it came first; each resend
+            # costs a whole document, so they grow sparser as a page's anchors do)
+            home = site_key(host_of(url))
+            before, after = other_sites(entry, home), other_sites(changed, home)
+            if after > before and after & (after - 1) == 0 and url in self.store:
                 self.dirty[url] = None
 
     def due(self) -> bool:
-        return bool(self.dirty) and self.clock() - self.refreshed_at >= self.refresh_interval
+        """Pages wait to be sent again, and the interval has passed since the last
+        batch, or no anchor came for QUIET seconds (the crawl is ending: no more
+        inlinks to wait for)."""
+        if not self.dirty:
+            return False
+        now = self.clock()
+        return now - self.refreshed_at >= self.refresh_interval or now - self.stepped_at >= QUIET
 
     def refresh(self, out: Outbox) -> int:
         """Send again the documents of up to RESEND_BATCH marked pages (the caller
@@ -86,12 +98,15 @@ class AnchorsStage:
         sent = 0
         for url in urls:
             del self.dirty[url]
+            anchors = anchor_texts(self.table.get(url))
+            if documents.resend_cached(self.ctx, out, url, anchors):
+                sent += 1
+                continue
             capture = self.store.get(url)
             if capture is None:
                 continue
             record = self.revisits.record(url) if self.revisits is not None else None
             depth = int((record or {}).get("depth") or 0)
-            anchors = anchor_texts(self.table.get(url))
             if documents.resend_document(self.ctx, out, capture, anchors, depth) is not None:
                 sent += 1
         self.resent += sent

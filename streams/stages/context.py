@@ -20,6 +20,7 @@ import faust
 
 import topology
 from streams import codec
+from streams.core.doccache import DocumentCache
 from streams.core.handoff import HandoffCache
 from streams.core.partitioning import partition_for
 from streams.core.poison import Limits
@@ -348,6 +349,8 @@ class StageContext:
         self.limits = Limits(settings.kafka.max_message_bytes, settings.crawl.max_url_bytes)
         #: Page bodies parse keeps for link-extract in this worker (streams/core/handoff.py).
         self.handoff = HandoffCache(settings.worker.handoff_cache_bytes)
+        #: Documents sent lately, for resends with new anchors (streams/core/doccache.py).
+        self.document_cache = DocumentCache(settings.worker.document_cache_bytes)
         self._host_partitions: dict[str, int] = {}
         #: Hooks the idle check consults besides the counters (e.g. the frontier's queues).
         self.busy_checks: list[Callable[[], bool]] = []

@@ -18,7 +18,8 @@ from typing import Any
 import topology
 from streams import codec
 from streams.core.directives import canonical_from_link, x_robots_tag
-from streams.core.documents import Outlink, canonical_id, document
+from streams.core.doccache import DocumentCache
+from streams.core.documents import MAX_ANCHORS, Outlink, canonical_id, document
 from streams.core.parsing import charset_from_headers, parse_pages
 from streams.core.records import CapturedPage
 from streams.core.simhash import to_signed
@@ -34,6 +35,9 @@ CANONICAL_IGNORED = "canonical-ignored"
 def send_deletion(ctx: StageContext, out: Outbox, url: str) -> None:
     """Delete the document whose id is `url` (a no-op for an index without it)."""
     ctx.counters.deletions += 1
+    cache: DocumentCache | None = getattr(ctx, "document_cache", None)
+    if cache is not None:
+        cache.drop(url)  # never sent again with new anchors
     out.add_record(topology.DOCUMENTS, ctx.url_partition(url), url.encode("utf-8"), None)
 
 
@@ -104,14 +108,33 @@ def send_document(
             anchors=anchors,
         )
     )
-    ctx.counters.documents += 1
-    out.add_record(
-        topology.DOCUMENTS,
-        ctx.url_partition(doc_id),
-        doc_id.encode("utf-8"),
-        codec.encode("document", record),
-    )
+    encoded = codec.encode("document", record)
+    cache: DocumentCache | None = getattr(ctx, "document_cache", None)
+    if cache is not None:
+        cache.put(url, doc_id, encoded)
+    _send(ctx, out, doc_id, encoded)
     return doc_id, outlinks
+
+
+def _send(ctx: StageContext, out: Outbox, doc_id: str, encoded: bytes) -> None:
+    ctx.counters.documents += 1
+    out.add_record(topology.DOCUMENTS, ctx.url_partition(doc_id), doc_id.encode("utf-8"), encoded)
+
+
+def resend_cached(ctx: StageContext, out: Outbox, url: str, anchors: list[str]) -> bool:
+    """Send again the document sent lately for `url`, with `anchors` in place of the
+    ones it had; False when it is no longer in the worker's document cache."""
+    cache: DocumentCache | None = getattr(ctx, "document_cache", None)
+    cached = cache.get(url) if cache is not None else None
+    if cache is None or cached is None:
+        return False
+    doc_id, encoded = cached
+    record = codec.decode("document", encoded)
+    record["anchors"] = anchors[:MAX_ANCHORS]
+    encoded = codec.encode("document", record)
+    cache.put(url, doc_id, encoded)
+    _send(ctx, out, doc_id, encoded)
+    return True
 
 
 def _outlinks(base: str, links: list[tuple[str, str, bool]]) -> list[Outlink]:

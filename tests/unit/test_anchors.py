@@ -36,6 +36,8 @@ def test_an_anchor_flood_stays_bounded() -> None:
 
 
 class Out:
+    """The outbox calls the stages make here."""
+
     def __init__(self) -> None:
         self.records: list[tuple[bytes, bytes | None]] = []
 
@@ -81,4 +83,66 @@ def test_a_stored_page_with_new_anchors_is_sent_again(tmp_path: Path) -> None:
     now[0] += 2.5
     assert stage.due() and stage.refresh(out) == 1  # type: ignore[arg-type]
     assert not stage.dirty and [key for key, _ in out.records] == [url.encode()]
+    store.close()
+
+
+def test_a_resend_starts_from_the_document_sent_and_a_deletion_forgets_it(
+    tmp_path: Path,
+) -> None:
+    from streams import codec
+    from streams.core.doccache import DocumentCache
+    from streams.stages import documents
+    from tests.unit.codec_helpers import EXAMPLES
+
+    cache = DocumentCache(1 << 20)
+    ctx: Any = SimpleNamespace(
+        counters=SimpleNamespace(documents=0, deletions=0),
+        url_partition=lambda url: 0,
+        document_cache=cache,
+    )
+    url = "https://example.com/a?ref=x"
+    sent = codec.encode("document", EXAMPLES["document"][0])
+    cache.put(url, "https://example.com/a", sent)
+    out: Any = Out()
+    assert documents.resend_cached(ctx, out, url, ["new anchor", "another"])
+    ((key, value),) = out.records
+    assert key == b"https://example.com/a" and value is not None
+    again = codec.decode("document", value)
+    assert again["anchors"] == ["new anchor", "another"]
+    assert again["text"] == EXAMPLES["document"][0]["text"]
+    documents.send_deletion(ctx, out, url)
+    assert not documents.resend_cached(ctx, out, url, ["more"])  # not brought back
+
+
+def test_the_document_cache_is_bounded_in_bytes() -> None:
+    import os
+
+    from streams.core.doccache import DocumentCache
+
+    cache = DocumentCache(100)
+    for i in range(10):
+        cache.put(f"u{i}", f"u{i}", os.urandom(30))  # random bytes do not compress
+    assert cache.bytes <= 100 and len(cache) == 2
+    assert cache.get("u9") is not None and cache.get("u0") is None
+    cache.put("big", "big", os.urandom(101))  # larger than the whole bound: not kept
+    assert cache.get("big") is None and cache.bytes <= 100
+    text = b"the same words again and again " * 100
+    cache.put("text", "id", text)
+    assert cache.get("text") == ("id", text)
+
+
+def test_resends_grow_sparser_as_other_sites_name_a_page(tmp_path: Path) -> None:
+    store = PageStore(str(tmp_path / "pages"))
+    url = "http://a.example/zebra"
+    store.put(url=url, status=200, headers=[], body=b"<p>zebra</p>", fetched_at=1.0, ip="127.0.0.1")
+    ctx: Any = SimpleNamespace(counters=SimpleNamespace(documents=0), url_partition=lambda u: 0)
+    stage = AnchorsStage(ctx, {}, store, None, 2.0, clock=lambda: 100.0)
+    marked = []
+    for i in range(1, 10):
+        stage.dirty.clear()
+        batch = {"anchors": [{"url": url, "text": f"t{i}", "site": f"s{i}.example"}]}
+        stage.step(0, batch, Out())  # type: ignore[arg-type]
+        if stage.dirty:
+            marked.append(i)
+    assert marked == [1, 2, 4, 8]
     store.close()
