@@ -200,8 +200,12 @@ class RevisitSchedule:
         now: float | None = None,
         stored: tuple[str, float] | None = None,
         previous: Record | None = UNREAD,
+        simhash: int | None = None,
     ) -> str:
         """A page was fetched whole (2xx): update its record; returns first/changed/unchanged.
+
+        ``simhash``: the text's simhash as parse took it, kept (``sh``) for the
+        page's document when it is rebuilt from the page store.
 
         ``stored``: the (payload digest, fetch time) of the capture the page store now
         holds for the URL, so that the same capture read again after a rebalance is not
@@ -223,6 +227,8 @@ class RevisitSchedule:
         )
         if stored is not None:
             record["digest"], record["captured"] = stored
+        if simhash is not None:
+            record["sh"] = simhash
         self.records[url] = record
         if change == CHANGED:
             self.changed += 1

@@ -201,7 +201,10 @@ _simhash_memo: OrderedDict[str, int | None] = OrderedDict()
 
 
 def parse_pages(
-    pages: Sequence[tuple[bytes, str | None]], *, with_simhash: bool = False
+    pages: Sequence[tuple[bytes, str | None]],
+    *,
+    with_simhash: bool = False,
+    agent: str = "seinebot",
 ) -> list[ParsedDocument]:
     """:func:`parse_html` of each (body, declared charset), the simhashes in one pass.
 
@@ -218,7 +221,7 @@ def parse_pages(
     waiting: dict[str, list[ParsedDocument]] = {}
     memo = _simhash_memo
     for body, declared in pages:
-        doc, normalized = _parse(body, declared)
+        doc, normalized = _parse(body, declared, agent.lower())
         docs.append(doc)
         if not with_simhash or normalized is None:
             continue
@@ -239,7 +242,9 @@ def parse_pages(
     return docs
 
 
-def _parse(body: bytes, declared_charset: str | None) -> tuple[ParsedDocument, str | bytes | None]:
+def _parse(
+    body: bytes, declared_charset: str | None, agent: str = "seinebot"
+) -> tuple[ParsedDocument, str | bytes | None]:
     """The page's document, and its normalized text (None: no visible text): bytes
     when the text is ASCII (the simhash takes those as they are), else str."""
     doc = ParsedDocument()
@@ -266,7 +271,7 @@ def _parse(body: bytes, declared_charset: str | None) -> tuple[ParsedDocument, s
         elif tag == "meta":
             attrs = node.attributes
             name = (attrs.get("name") or "").lower()
-            if name in ("robots", "seinebot"):
+            if name in ("robots", agent):  # and the meta named after this crawler
                 content = (attrs.get("content") or "").lower()
                 doc.nofollow = doc.nofollow or "nofollow" in content or "none" in content
                 doc.noindex = doc.noindex or "noindex" in content or "none" in content

@@ -105,9 +105,18 @@ class AnchorsStage:
             capture = self.store.get(url)
             if capture is None:
                 continue
-            record = self.revisits.record(url) if self.revisits is not None else None
-            depth = int((record or {}).get("depth") or 0)
-            if documents.resend_document(self.ctx, out, capture, anchors, depth) is not None:
+            record = (self.revisits.record(url) if self.revisits is not None else None) or {}
+            depth = int(record.get("depth") or 0)
+            simhash = record.get("sh")
+            resent = documents.resend_document(
+                self.ctx,
+                out,
+                capture,
+                anchors,
+                depth,
+                simhash if isinstance(simhash, int) else None,
+            )
+            if resent is not None:
                 sent += 1
         self.resent += sent
         return sent

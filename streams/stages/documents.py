@@ -20,10 +20,10 @@ from streams import codec
 from streams.core.directives import canonical_from_link, x_robots_tag
 from streams.core.doccache import DocumentCache
 from streams.core.documents import MAX_ANCHORS, Outlink, canonical_id, document
-from streams.core.parsing import charset_from_headers, parse_pages
+from streams.core.parsing import charset_from_headers
 from streams.core.records import CapturedPage
-from streams.core.simhash import to_signed
-from streams.core.text import page_text
+from streams.core.robots import agent_token
+from streams.core.text import PageText, page_text
 from streams.core.urls import resolve, resolve_and_canonicalize
 from streams.stages.context import Outbox, StageContext, crawl_log_record
 from streams.store.pagestore import Capture
@@ -75,12 +75,15 @@ def send_document(
     simhash: int | None,
     base: str,
     anchors: list[str],
+    text: PageText | None = None,
 ) -> tuple[str, list[Outlink]]:
-    """Extract the page's text and send its document; returns its id (the URL, or the
-    same-site canonical it names, which the caller queues) and its outlinks."""
+    """Extract the page's text (unless `text` is it already) and send its document;
+    returns its id (the URL, or the same-site canonical it names, which the caller
+    queues) and its outlinks."""
     url = page["url"]
     headers: list[Mapping[str, str]] = list(page["headers"])
-    text = page_text(body, charset_from_headers(page["headers"]))
+    if text is None:
+        text = page_text(body, charset_from_headers(page["headers"]), agent_of(ctx))
     declared = declared_canonical(ctx, out, url, headers, text.canonical)
     doc_id = canonical_id(url, declared)
     if declared and doc_id == url:  # not obeyed: cross-site, or the page itself
@@ -148,19 +151,32 @@ def _outlinks(base: str, links: list[tuple[str, str, bool]]) -> list[Outlink]:
     return outlinks
 
 
+def agent_of(ctx: StageContext) -> str:
+    """The crawler's robots.txt token, lowercase ("seinebot" by default)."""
+    settings = getattr(ctx, "settings", None)
+    user_agent = getattr(getattr(settings, "fetch", None), "user_agent", "") or "SeineBot"
+    return agent_token(user_agent).lower() or "seinebot"
+
+
 def resend_document(
-    ctx: StageContext, out: Outbox, capture: Capture, anchors: list[str], depth: int
+    ctx: StageContext,
+    out: Outbox,
+    capture: Capture,
+    anchors: list[str],
+    depth: int,
+    simhash: int | None,
 ) -> str | None:
     """Send again the document of a stored page (new anchors came after it was sent),
-    rebuilt from the page store: the same text, now with `anchors`. None (nothing
-    sent) for a capture that is not a stored HTML page of its own, or a page that
-    says noindex."""
+    rebuilt from the page store: the same text, now with `anchors`; `simhash` as parse
+    took it (kept in the page's revisit record). None (nothing sent) for a capture
+    that is not a stored HTML page of its own, or a page that says noindex."""
     if capture.revisit_of or capture.near_duplicate_of or not 200 <= capture.status < 300:
         return None
     headers = [{"name": k, "value": v} for k, v in capture.headers]
-    (parsed,) = parse_pages([(capture.body, charset_from_headers(headers))], with_simhash=True)
-    robots = x_robots_tag([h["value"] for h in headers if h["name"].lower() == "x-robots-tag"], "")
-    if parsed.noindex or robots.noindex:
+    agent = agent_of(ctx)
+    text = page_text(capture.body, charset_from_headers(headers), agent)
+    said = x_robots_tag([h["value"] for h in headers if h["name"].lower() == "x-robots-tag"], agent)
+    if said.noindex or "noindex" in text.robots or "none" in text.robots:
         return None
     page: CapturedPage = {
         "url": capture.url,
@@ -173,18 +189,19 @@ def resend_document(
         "depth": depth,
     }
     base = capture.url
-    if parsed.base:
-        base = resolve(capture.url, parsed.base) or capture.url
+    if text.base:
+        base = resolve(capture.url, text.base) or capture.url
     return send_document(
         ctx,
         out,
         page,
         capture.body,
-        title=parsed.title,
+        title=text.title,
         digest=capture.digest,
-        simhash=None if parsed.simhash is None else to_signed(parsed.simhash),
+        simhash=simhash,
         base=base,
         anchors=anchors,
+        text=text,
     )[0]
 
 

@@ -321,6 +321,7 @@ def _record_visits(
             depth=page["depth"],
             stored=stored,
             previous=previous,
+            simhash=parsed.get("simhash"),
         )
 
 

@@ -40,6 +40,7 @@ def handle(ctx: StageContext, batch: PageBatch, out: Outbox) -> None:
     docs = parse_pages(
         [(page["body"], charset_from_headers(page["headers"])) for page in pages],
         with_simhash=near,
+        agent=agent,
     )
     for page, doc in zip(pages, docs, strict=True):
         simhash = None if doc.simhash is None else to_signed(doc.simhash)

@@ -208,3 +208,54 @@ def test_a_recrawl_sends_a_changed_page_again_and_an_unchanged_one_not(tmp_path:
     changed["page"]["fetched_at"] = 3000.0
     doc = run(tmp_path, changed, revisits=revisits).documents()[url]
     assert doc is not None and "spotted coats" in doc["text"]
+
+
+def test_page_text_reads_what_a_rebuilt_document_needs() -> None:
+    from streams.core.text import page_text
+
+    found = page_text(
+        b"<html><head><title> A \n title </title><base href='/docs/'>"
+        b"<meta name=robots content='NOARCHIVE'><meta name=mybot content=noindex></head>"
+        b"<body><p>text</p></body></html>",
+        agent="MyBot",
+    )
+    assert found.title == "A title" and found.base == "/docs/"
+    assert found.robots == "noarchive,noindex"
+    assert page_text(b"<meta name=mybot content=noindex><p>x</p>").robots == ""
+
+
+def test_bot_specific_meta_follows_the_user_agent() -> None:
+    from streams.core.parsing import parse_pages
+
+    page = b"<html><head><meta name='mybot' content='noindex, nofollow'></head><p>x</p></html>"
+    (mine,) = parse_pages([(page, None)], agent="MyBot")
+    (other,) = parse_pages([(page, None)], agent="SeineBot")
+    assert mine.noindex and mine.nofollow
+    assert not other.noindex and not other.nofollow
+
+
+def test_a_rebuilt_document_keeps_the_simhash_and_obeys_noindex(tmp_path: Path) -> None:
+    from streams.stages import documents
+
+    store = PageStore(str(tmp_path / "pages"))
+    store.put(url="http://a.example/z", status=200, headers=[], body=ARTICLE, fetched_at=1.0, ip="")
+    store.put(
+        url="http://a.example/hidden",
+        status=200,
+        headers=[("X-Robots-Tag", "seinebot: noindex")],
+        body=ARTICLE,
+        fetched_at=1.0,
+        ip="",
+    )
+    out = Out()
+    the_ctx = ctx()
+    for url in ("http://a.example/z", "http://a.example/hidden"):
+        capture = store.get(url)
+        assert capture is not None
+        documents.resend_document(the_ctx, out, capture, ["from b"], 3, -42)  # type: ignore[arg-type]
+    store.close()
+    docs = out.documents()
+    assert list(docs) == ["http://a.example/z"]
+    doc = docs["http://a.example/z"]
+    assert doc["simhash"] == -42 and doc["anchors"] == ["from b"] and doc["title"] == "T"
+    assert doc["depth"] == 3 and "striped coats" in doc["text"]
