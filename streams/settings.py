@@ -225,7 +225,7 @@ class WorkerSettings:
     handoff_cache_bytes: int = 64 * 1024 * 1024
     #: Documents sent lately, kept to send again when new anchors come
     #: (streams/core/doccache.py); a page not here is rebuilt from the page store.
-    document_cache_bytes: int = 32 * 1024 * 1024
+    document_cache_bytes: int = 64 * 1024 * 1024
     segment_max_bytes: int = 1 << 30
     #: Longest a Ctrl-C'd `seine crawl` drains (in-flight work to the end) before it stops.
     drain_timeout: float = 60.0

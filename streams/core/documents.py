@@ -52,6 +52,7 @@ class Document(TypedDict):
     size: int
     depth: int
     site: str
+    noarchive: bool
 
 
 def canonical_id(url: str, declared: str | None) -> str:
@@ -99,6 +100,7 @@ def document(
     canonical_url: str | None = None,
     outlinks: Iterable[Outlink] = (),
     anchors: Iterable[str] = (),
+    noarchive: bool = False,
 ) -> Document:
     """The document of a fetched page (its url, status, fetched_at, headers and depth),
     what parse found of it and the anchors of its inlinks. Bounded: at most
@@ -142,4 +144,5 @@ def document(
         "size": size,
         "depth": depth,
         "site": site_key(host_of(url)),
+        "noarchive": noarchive,
     }

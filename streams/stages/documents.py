@@ -98,6 +98,10 @@ def send_document(
                 )
             )
     outlinks = _outlinks(base, text.links)
+    said = x_robots_tag(
+        [h["value"] for h in headers if h["name"].lower() == "x-robots-tag"], agent_of(ctx)
+    )
+    noarchive = said.noarchive or "noarchive" in text.robots or "none" in text.robots
     record: dict[str, Any] = dict(
         document(
             page,
@@ -109,6 +113,7 @@ def send_document(
             canonical_url=declared,
             outlinks=outlinks,
             anchors=anchors,
+            noarchive=noarchive,
         )
     )
     encoded = codec.encode("document", record)
@@ -206,7 +211,11 @@ def resend_document(
 
 
 def _resolved(base: str, hrefs: list[str]) -> list[str | None]:
-    """Each href resolved and canonicalized against `base` (None: not a web URL)."""
+    """Each href resolved and canonicalized against `base` (None: not a web URL). One
+    call for the page when every href resolves (the common case), else one a link."""
+    together = resolve_and_canonicalize(base, hrefs, dedupe=False)
+    if len(together) == len(hrefs):
+        return list(together)
     out: list[str | None] = []
     for href in hrefs:
         found = resolve_and_canonicalize(base, [href])

@@ -231,6 +231,7 @@ EXAMPLES: dict[str, list[dict[str, Any]]] = {
             "size": 2**33,
             "depth": 2,
             "site": "example.com",
+            "noarchive": True,
         }
     ],
 }

@@ -125,6 +125,20 @@ def test_a_page_is_a_document_with_named_fields(tmp_path: Path) -> None:
     ]
 
 
+def test_noarchive_is_in_the_document(tmp_path: Path) -> None:
+    meta = ARTICLE.replace(b"<title>", b"<meta name=robots content=noarchive><title>")
+    out = run(
+        tmp_path,
+        parsed("http://a.example/meta", meta),
+        parsed("http://a.example/header", ARTICLE, {"X-Robots-Tag": "seinebot: noarchive"}),
+        parsed("http://a.example/other-bot", ARTICLE, {"X-Robots-Tag": "otherbot: noarchive"}),
+    )
+    docs = out.documents()
+    assert docs["http://a.example/meta"]["noarchive"]
+    assert docs["http://a.example/header"]["noarchive"]
+    assert not docs["http://a.example/other-bot"]["noarchive"]
+
+
 def test_noindex_and_near_duplicates_are_deletions(tmp_path: Path) -> None:
     out = run(
         tmp_path,
