@@ -45,6 +45,7 @@ bad_cluster=tests/integration/test_bad_cluster.py
     tests/integration/test_faults.py \
     tests/integration/test_replay.py \
     tests/integration/test_observe.py \
+    tests/integration/test_documents_crawl.py \
     "$bad_cluster" \
     tests/integration/test_topics_up_front.py
 .venv/bin/pytest -q tests/integration/test_kafka_faults.py
