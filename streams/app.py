@@ -199,11 +199,22 @@ def _anchors(seine: SeineApp, table: Any, revisits: RevisitSchedule) -> AnchorsS
     """The anchors stage, and the timer that sends again the documents whose pages
     got new anchors (the crawl is busy while any wait)."""
     ctx, settings = seine.ctx, seine.settings
-    stage = AnchorsStage(ctx, table, seine.store, revisits, settings.crawl.anchor_refresh_interval)
+    frontier = seine.frontier
+    stage = AnchorsStage(
+        ctx,
+        table,
+        seine.store,
+        revisits,
+        settings.crawl.anchor_refresh_interval,
+        # nothing left to fetch here: the inlinks still to come are in the pipeline
+        ending=lambda: not (frontier.queued or frontier.in_flight or ctx.counters.fetch_in_flight),
+    )
     out = ctx.outbox()
     ctx.busy_checks.append(lambda: bool(stage.dirty))
 
-    @seine.app.timer(max(settings.crawl.anchor_refresh_interval / 2, 0.1))
+    # checked often (a cheap test): when anchors stop coming the crawl's end waits for
+    # these resends, RESEND_BATCH a tick
+    @seine.app.timer(min(0.5, max(settings.crawl.anchor_refresh_interval / 2, 0.1)))
     async def resend_documents() -> None:
         if stage.due():
             stage.refresh(out)

@@ -77,7 +77,7 @@ class CrawlPolicy:
     index_commit_interval: float = 2.0
     #: Seconds between two batches of documents sent again because new anchors of
     #: their inlinks came after them.
-    anchor_refresh_interval: float = 10.0
+    anchor_refresh_interval: float = 30.0
     #: Seconds a URL url-seen registered may go without a frontier state before a link
     #: to it sends it to the frontier again (its first message was lost with a killed
     #: worker); a redelivered url-seen message re-sends at once. 0: only at once.

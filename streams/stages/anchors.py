@@ -5,13 +5,13 @@ target host; here, in that partition, a table keeps a bounded set per target URL
 (streams/core/anchors.py). link-extract reads it when it builds a page's document
 (same host partition, same worker). When the other sites naming a page whose document
 was sent reach 1, 2, 4, 8... the page is marked, and the worker's timer sends its
-document again, at
-most every `Settings.crawl.anchor_refresh_interval` seconds (at once when anchors stop
-coming: the crawl is ending) and RESEND_BATCH pages at a time: one document per page
-per interval, however many inlinks arrived meanwhile. The document is the one sent
-lately (the worker's document cache) with the new anchors, or, when it fell out,
-rebuilt from the page store. The marks live in memory: a restart forgets them,
-and those pages' documents keep the anchors they were sent with.
+document again: every `Settings.crawl.anchor_refresh_interval` seconds, or at once
+when the crawl is ending (nothing left to fetch, and anchors stopped coming), at most
+RESEND_BATCH pages a tick, one document per page however many inlinks came
+meanwhile. The document is the one sent lately (the worker's document cache) with
+the new anchors, or, when it fell out, rebuilt from the page store. The marks live
+in memory: a restart forgets them, and those pages' documents keep the anchors they
+were sent with.
 """
 
 from __future__ import annotations
@@ -29,8 +29,9 @@ from streams.store.pagestore import PageStore
 
 #: Pages whose documents one refresh sends again at most.
 RESEND_BATCH = 2000
-#: Seconds without anchors after which waiting pages are sent at once.
-QUIET = 1.0
+#: Seconds without anchors after which, when the crawl is ending, waiting pages are
+#: sent at once.
+QUIET = 0.5
 
 
 class AnchorsStage:
@@ -48,9 +49,10 @@ class AnchorsStage:
         revisits: RevisitSchedule | None,
         refresh_interval: float,
         clock: Callable[[], float] = time.monotonic,
+        ending: Callable[[], bool] = lambda: True,
     ) -> None:
         self.ctx, self.table, self.store, self.revisits = ctx, table, store, revisits
-        self.refresh_interval, self.clock = refresh_interval, clock
+        self.refresh_interval, self.clock, self.ending = refresh_interval, clock, ending
         #: Stored pages that got new anchors since their document was sent (ordered).
         self.dirty: dict[str, None] = {}
         self.refreshed_at = self.stepped_at = clock()
@@ -83,12 +85,14 @@ class AnchorsStage:
 
     def due(self) -> bool:
         """Pages wait to be sent again, and the interval has passed since the last
-        batch, or no anchor came for QUIET seconds (the crawl is ending: no more
-        inlinks to wait for)."""
+        batch, or the crawl is ending (`ending`: nothing queued or in flight) and no
+        anchor came for QUIET seconds: no more inlinks to wait for."""
         if not self.dirty:
             return False
         now = self.clock()
-        return now - self.refreshed_at >= self.refresh_interval or now - self.stepped_at >= QUIET
+        if now - self.refreshed_at >= self.refresh_interval:
+            return True
+        return now - self.stepped_at >= QUIET and self.ending()
 
     def refresh(self, out: Outbox) -> int:
         """Send again the documents of up to RESEND_BATCH marked pages (the caller
