@@ -270,8 +270,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
                 settings = settings.with_overrides(data_dir="seine-data/demo")
             code = run_crawl(settings, list(server.seeds), until_idle=True)
             print(
-                f"seine demo: try `seine pages --data-dir {settings.data_dir}` "
-                f"and `seine get URL --data-dir {settings.data_dir}`"
+                f"seine demo: try `seine pages --data-dir {settings.data_dir}`, "
+                f"`seine get URL --data-dir {settings.data_dir}` "
+                f"and `seine search WORDS --data-dir {settings.data_dir}`"
             )
             return code
         finally:

@@ -8,7 +8,7 @@ import importlib.metadata
 from typing import Any
 
 from streams.core.stats import REPLAY_OUTCOMES
-from streams.settings import Settings, load_settings, parse_resolve
+from streams.settings import GROUP_OF, Settings, load_settings, parse_resolve
 
 
 def _version() -> str:
@@ -94,8 +94,12 @@ def _pace_flags(parser: argparse.ArgumentParser) -> None:
 
 def _limit_flags(parser: argparse.ArgumentParser) -> None:
     """How far the crawl goes, and where it may connect."""
-    parser.add_argument("--max-pages", dest="max_pages", type=int, help="stop after N pages")
-    parser.add_argument("--max-depth", dest="max_depth", type=int, help="link depth limit")
+    parser.add_argument(
+        "--max-pages", dest="max_pages", type=int, help="stop after N pages (default 0: no limit)"
+    )
+    parser.add_argument(
+        "--max-depth", dest="max_depth", type=int, help="link depth limit (default 0: no limit)"
+    )
     parser.add_argument(
         "--max-host-pages",
         dest="max_host_pages",
@@ -186,16 +190,23 @@ def _recrawl_flags(parser: argparse.ArgumentParser) -> None:
 
 def _web_flags(parser: argparse.ArgumentParser) -> None:
     """The crawler's User-Agent, and the ports of the worker's web servers."""
-    parser.add_argument("--user-agent", dest="user_agent")
     parser.add_argument(
-        "--web-port", dest="web_port", type=int, help="serve the web API on this localhost port"
+        "--user-agent",
+        dest="user_agent",
+        help="the User-Agent header; its first word is the robots.txt and meta robots token",
+    )
+    parser.add_argument(
+        "--web-port",
+        dest="web_port",
+        type=int,
+        help="serve the web API on this localhost port (default: off)",
     )
     parser.add_argument(
         "--redirect-port",
         dest="redirect_port",
         type=int,
         help="also serve short-link redirects (GET /s/CODE) on this localhost port, "
-        "from a process of their own beside the worker",
+        "from a process of their own beside the worker (default: off)",
     )
 
 
@@ -209,7 +220,34 @@ def build_parser() -> argparse.ArgumentParser:
     _store_commands(sub)
     _topic_commands(sub)
     _local_commands(sub)
+    _show_defaults(parser)
     return parser
+
+
+def _show_defaults(parser: argparse.ArgumentParser) -> None:
+    """Append each flag's default to its help: the flag's own, or, for a flag that
+    overrides a setting (its default None), the setting's built-in default."""
+    defaults = Settings()
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                _show_defaults(sub)
+            continue
+        help_text = action.help
+        if not action.option_strings or help_text in (None, argparse.SUPPRESS):
+            continue
+        if action.default == argparse.SUPPRESS:  # --help, --version
+            continue
+        if "default" in help_text or isinstance(action, argparse._VersionAction):
+            continue
+        value: Any = action.default
+        if value is None and action.dest in GROUP_OF:
+            group = GROUP_OF[action.dest]
+            value = getattr(getattr(defaults, group) if group else defaults, action.dest)
+        if value is None or isinstance(value, bool | list | dict | tuple):
+            continue  # switches, and lists empty by default, say what they do
+        shown = f"{value:g}" if isinstance(value, float) else str(value)
+        action.help = f"{help_text} (default: {shown.replace('%', '%%')})"
 
 
 def _crawl_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -236,8 +274,10 @@ def _crawl_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     seed = sub.add_parser("seed", help="push seed URLs to a running crawl")
     seed.add_argument("urls", nargs="+")
-    seed.add_argument("--bootstrap", required=True)
-    seed.add_argument("--priority", type=int, default=0)
+    seed.add_argument("--bootstrap", required=True, help="Kafka bootstrap HOST:PORT")
+    seed.add_argument(
+        "--priority", type=int, default=0, help="seed priority: higher is crawled sooner"
+    )
     _common(seed)
 
 
@@ -365,9 +405,9 @@ def _local_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
 
     demo = sub.add_parser("demo", help="serve the bundled demo web on loopback and crawl it")
-    demo.add_argument("--hosts", type=int, default=20)
-    demo.add_argument("--pages", type=int, default=30)
-    demo.add_argument("--seed", type=int, default=1)
+    demo.add_argument("--hosts", type=int, default=20, help="hosts of the demo web")
+    demo.add_argument("--pages", type=int, default=30, help="pages per host")
+    demo.add_argument("--seed", type=int, default=1, help="the demo web generator's seed")
     _crawl_flags(demo)
 
 
