@@ -10,7 +10,9 @@ checked on:
   holes in Faust's own check); both brokers;
 - `gap_hold`: offsets a fetch passed over hold the commit back instead of counting
   as handled; both brokers;
-- `refetch`: such a fetch is re-done at once; Tansu only.
+- `refetch`: such a fetch is re-done at once; Tansu only;
+- `table_start`: the table manager starts without Faust's one-second sleep (every
+  table is declared before the app starts); both brokers.
 
 `install` puts them in place for a worker's settings; each is installed once per
 process. May import faust, aiokafka, confluent_kafka and streams.core only.
@@ -25,6 +27,7 @@ from streams.kafka.patches.fetch_max_wait import set_fetch_max_wait
 from streams.kafka.patches.gap_hold import hold_gaps
 from streams.kafka.patches.highwaters import stop_verifying_highwaters, verify_highwaters
 from streams.kafka.patches.refetch import refetch_skips
+from streams.kafka.patches.table_start import start_tables_at_once
 
 if TYPE_CHECKING:
     from streams.settings import KafkaSettings
@@ -35,6 +38,7 @@ def install(kafka: KafkaSettings) -> None:
     set_fetch_max_wait(kafka.fetch_max_wait_ms)
     guard_commits()
     hold_gaps()
+    start_tables_at_once()
     refetch_skips(enabled=kafka.tansu_fixes)
     if kafka.tansu_fixes:
         verify_highwaters(kafka.bootstrap)
