@@ -224,14 +224,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _show_defaults(parser: argparse.ArgumentParser) -> None:
+def _show_defaults(parser: argparse.ArgumentParser, defaults: Settings | None = None) -> None:
     """Append each flag's default to its help: the flag's own, or, for a flag that
     overrides a setting (its default None), the setting's built-in default."""
-    defaults = Settings()
+    defaults = defaults or Settings()
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for sub in action.choices.values():
-                _show_defaults(sub)
+                _show_defaults(sub, defaults)
             continue
         help_text = action.help
         if not action.option_strings or help_text in (None, argparse.SUPPRESS):
