@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import gc
 import logging
 import traceback
@@ -26,6 +27,7 @@ from streams.core.filters import FilterConfig
 from streams.core.freshness import RevisitPolicy, RevisitSchedule
 from streams.core.frontier import Frontier, Politeness
 from streams.core.sitemaps import SitemapConfig
+from streams.core.traps import TrapRules
 from streams.fetch.config import FetchConfig
 from streams.fetch.fetcher import Fetcher
 from streams.index.fulltext import FullTextIndex
@@ -44,7 +46,7 @@ from streams.runtime.events import (
 )
 from streams.runtime.seine_app import SeineApp
 from streams.runtime.supervision import HAND_OVER_TIMEOUT, Supervisor, lost_broker
-from streams.settings import Settings, gc_thresholds
+from streams.settings import CrawlPolicy, Settings, gc_thresholds
 from streams.stages import dedup, link_extract, parse, seeds, url_filter, url_seen
 from streams.stages.anchors import AnchorsStage
 from streams.stages.base import Stage
@@ -321,6 +323,20 @@ def _fetch_config(settings: Settings) -> FetchConfig:
     )
 
 
+def trap_rules(crawl: CrawlPolicy) -> TrapRules:
+    """url-filter's shape rules from the crawl's settings, the calendar window
+    centred on this year."""
+    return TrapRules(
+        max_url_length=crawl.max_url_length,
+        max_path_depth=crawl.max_path_depth,
+        max_segment_repeats=crawl.max_segment_repeats,
+        calendar_years_ahead=crawl.calendar_years_ahead,
+        calendar_years_back=crawl.calendar_years_back,
+        this_year=datetime.datetime.now(datetime.UTC).year,
+        strip_session_ids=crawl.strip_session_ids,
+    )
+
+
 def _stages(
     seine: SeineApp, tables: dict[str, Any], revisits: RevisitSchedule, loop: CrawlLoop
 ) -> list[Stage]:
@@ -334,7 +350,9 @@ def _stages(
     ctx.seen_filters = seen_filters
     seen_table.store.on_partition_change.append(seen_filters.drop)
     filter_config = FilterConfig(
-        max_depth=settings.crawl.max_depth, same_host=settings.crawl.same_host
+        max_depth=settings.crawl.max_depth,
+        same_host=settings.crawl.same_host,
+        traps=trap_rules(settings.crawl),
     )
     return [
         seeds.SeedsStage(ctx),

@@ -18,16 +18,25 @@ def _version() -> str:
         return "unknown"
 
 
-def positive_int(value: str) -> int:
-    """An argparse type: a whole number of 1 or more (0 or -1 workers is an error, not
-    one worker)."""
+def _whole(value: str, least: int) -> int:
     try:
         number = int(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"{number} is not 1 or more")
+    if number < least:
+        raise argparse.ArgumentTypeError(f"{number} is not {least} or more")
     return number
+
+
+def positive_int(value: str) -> int:
+    """An argparse type: a whole number of 1 or more (0 or -1 workers is an error, not
+    one worker)."""
+    return _whole(value, 1)
+
+
+def count(value: str) -> int:
+    """An argparse type: a whole number of 0 or more (a negative budget is an error)."""
+    return _whole(value, 0)
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -103,15 +112,16 @@ def _limit_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-host-pages",
         dest="max_host_pages",
-        type=int,
-        help="pages one host may be asked for in all (default 0: no limit)",
+        type=count,
+        help="pages one host may be asked for in all, a trap's budget (0: no limit)",
     )
     parser.add_argument(
         "--max-host-queue",
         dest="max_host_queue",
-        type=int,
-        help="URLs one host may have queued at once (default 100000; 0: no limit)",
+        type=count,
+        help="URLs one host may have queued at once (0: no limit)",
     )
+    _trap_flags(parser)
     parser.add_argument(
         "--same-host",
         dest="same_host",
@@ -132,6 +142,53 @@ def _limit_flags(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="HOST=ADDR[:PORT]",
         help="resolve HOST to ADDR (and PORT), like curl --resolve",
+    )
+
+
+def _trap_flags(parser: argparse.ArgumentParser) -> None:
+    """Trap guards: links followed per page, and URL shapes refused (README: Traps)."""
+    parser.add_argument(
+        "--max-outlinks",
+        dest="max_outlinks",
+        type=count,
+        help="distinct links followed per page, the first in the page (0: all)",
+    )
+    parser.add_argument(
+        "--max-url-length",
+        dest="max_url_length",
+        type=count,
+        help="longest URL followed, in characters (0: no limit)",
+    )
+    parser.add_argument(
+        "--max-path-depth",
+        dest="max_path_depth",
+        type=count,
+        help="most path segments in a URL followed (0: no limit)",
+    )
+    parser.add_argument(
+        "--max-segment-repeats",
+        dest="max_segment_repeats",
+        type=count,
+        help="times a path segment (or 2-3 of them) may repeat in a row (0: no limit)",
+    )
+    parser.add_argument(
+        "--calendar-years-ahead",
+        dest="calendar_years_ahead",
+        type=int,
+        help="refuse URLs dated more years ahead of this one (negative: no limit)",
+    )
+    parser.add_argument(
+        "--calendar-years-back",
+        dest="calendar_years_back",
+        type=int,
+        help="refuse URLs dated more years before this one (negative: no limit)",
+    )
+    parser.add_argument(
+        "--keep-session-ids",
+        dest="strip_session_ids",
+        action="store_const",
+        const=False,
+        help="keep session ids (jsessionid, PHPSESSID, sid...) in URLs instead of dropping them",
     )
 
 
@@ -428,6 +485,13 @@ def _settings_from(args: argparse.Namespace, **extra: Any) -> Settings:
         "max_depth",
         "max_host_pages",
         "max_host_queue",
+        "max_outlinks",
+        "max_url_length",
+        "max_path_depth",
+        "max_segment_repeats",
+        "calendar_years_ahead",
+        "calendar_years_back",
+        "strip_session_ids",
         "same_host",
         "allow_private",
         "user_agent",

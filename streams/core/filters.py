@@ -10,13 +10,15 @@ import functools
 from collections.abc import Container
 from dataclasses import dataclass
 
-from streams.core.urls import canonical, host_of, site_key, trap_reason
+from streams.core.traps import DEFAULT_RULES, TrapRules, strip_session_ids, trap_reason
+from streams.core.urls import canonical, host_of, site_key
 
 
 @dataclass(frozen=True)
 class FilterConfig:
     max_depth: int = 0
     same_host: bool = False
+    traps: TrapRules = DEFAULT_RULES
 
 
 @dataclass(frozen=True)
@@ -30,11 +32,13 @@ VERDICT_CACHE_SIZE = 1 << 15
 VERDICT_CACHE_MAX_URL = 1024
 
 
-def _vet(url: str) -> str | Rejection:
+def _vet(url: str, rules: TrapRules) -> str | Rejection:
     normalized = canonical(url)
     if normalized is None:
         return Rejection("not a crawlable http(s) URL")
-    trap = trap_reason(normalized)
+    if rules.strip_session_ids:
+        normalized = strip_session_ids(normalized)
+    trap = trap_reason(normalized, rules)
     if trap:
         return Rejection(f"trap guard: {trap}")
     return normalized
@@ -43,26 +47,27 @@ def _vet(url: str) -> str | Rejection:
 _vet_cached = functools.lru_cache(maxsize=VERDICT_CACHE_SIZE)(_vet)
 
 
-def vet(url: str) -> str | Rejection:
-    """The canonical form of `url`, or why it is no crawlable URL (not http(s), or a
-    trap's shape): what depends on the URL alone.
+def vet(url: str, rules: TrapRules = DEFAULT_RULES) -> str | Rejection:
+    """The canonical form of `url` (without session ids, unless `rules` keep them), or
+    why it is no crawlable URL (not http(s), or a trap's shape): what depends on the
+    URL alone.
 
     Memoised (URLs up to :data:`VERDICT_CACHE_MAX_URL` characters): url-filter meets
     each URL once for every page linking to it (~16 times on the benchmark web:
     navigation links), and parsing it again cost two thirds of the stage. A pure
-    function of the string (the rules take no settings), so a remembered verdict
-    is always right; a Rejection is frozen, so sharing one is safe.
+    function of the string and the frozen rules, so a remembered verdict is always
+    right; a Rejection is frozen, so sharing one is safe.
     """
     if type(url) is str and len(url) <= VERDICT_CACHE_MAX_URL:
-        return _vet_cached(url)
-    return _vet(url)
+        return _vet_cached(url, rules)
+    return _vet(url, rules)
 
 
 def filter_url(
     url: str, depth: int, config: FilterConfig, seed_sites: Container[str]
 ) -> str | Rejection:
     """The canonical URL if it may be crawled, else a Rejection saying why."""
-    normalized = vet(url)
+    normalized = vet(url, config.traps)
     if isinstance(normalized, Rejection):
         return normalized
     if config.max_depth and depth > config.max_depth:

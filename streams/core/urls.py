@@ -1,4 +1,4 @@
-"""The crawl's URL layer: resolve links, put them in one canonical form, spot traps.
+"""The crawl's URL layer: resolve links and put them in one canonical form.
 
 Why this module exists
 ----------------------
@@ -21,7 +21,7 @@ fast.
   as the fragment delimiter). :func:`resolve_and_canonicalize` also caches the
   parsed page URL and resolves the common simple relative links in pure Python.
 
-Pure logic: no Kafka / faust imports.
+Trap guards on a URL's shape live in streams.core.traps. Pure logic: no Kafka / faust imports.
 """
 
 from __future__ import annotations
@@ -39,7 +39,6 @@ __all__ = [
     "resolve_and_canonicalize",
     "resolve_canonical",
     "site_key",
-    "trap_reason",
 ]
 
 # ---------------------------------------------------------------------------
@@ -513,66 +512,6 @@ def site_key(host: str) -> str:
     if host.startswith("www.") and len(host) > 4:
         return host[4:]
     return host
-
-
-# ---------------------------------------------------------------------------
-# crawler-trap guards
-# ---------------------------------------------------------------------------
-
-
-def _path_segments(url: str) -> list[str]:
-    """Path segments of an absolute (or path-only) URL, ignoring a trailing "/"."""
-    start = url.find("://")
-    if start >= 0:
-        p = url.find("/", start + 3)
-        if p < 0:
-            return []
-        rest = url[p:]
-    else:
-        rest = url
-    for sep in "?#":
-        cut = rest.find(sep)
-        if cut >= 0:
-            rest = rest[:cut]
-    segs = rest.split("/")[1:] if rest.startswith("/") else rest.split("/")
-    if segs and segs[-1] == "":
-        segs.pop()
-    return segs
-
-
-def trap_reason(
-    url: str,
-    *,
-    max_length: int = 2048,
-    max_repeats: int = 2,
-    max_depth: int = 20,
-) -> str | None:
-    """Why ``url`` looks like a crawler trap, or None when it looks fine.
-
-    Calendars, session-id paths and relative-link loops (``a/`` linking ``a/``)
-    generate endless URLs; these cheap shape checks cut them off before they
-    reach the frontier:
-
-    * ``"too-long"``: more than ``max_length`` characters (2,048 is also the
-      practical limit of many servers and browsers);
-    * ``"repeated-segment"``: one path segment more than ``max_repeats`` times in
-      a row (``/a/a/a/``), the signature of a relative-link loop;
-    * ``"too-deep"``: more than ``max_depth`` path segments.
-    """
-    if len(url) > max_length:
-        return "too-long"
-    segs = _path_segments(url)
-    run = 1
-    for i in range(1, len(segs)):
-        if segs[i] == segs[i - 1]:
-            run += 1
-            if run > max_repeats:
-                return "repeated-segment"
-        else:
-            run = 1
-    if len(segs) > max_depth:
-        return "too-deep"
-    return None
 
 
 #: A URL with a scheme (an absolute ``<base href>``).

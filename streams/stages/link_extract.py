@@ -265,7 +265,8 @@ def _send_anchors(ctx: StageContext, out: Outbox, url: str, outlinks: list[Outli
     to the page itself says nothing about it to others)."""
     site = site_key(host_of(url))
     max_url = ctx.limits.max_url_bytes
-    for link in outlinks:
+    cap = ctx.settings.crawl.max_outlinks
+    for link in outlinks[:cap] if cap > 0 else outlinks:
         target = link["url"]
         if link["nofollow"] or not link["anchor"] or target == url or len(target) > max_url:
             continue
@@ -278,15 +279,30 @@ def _send_anchors(ctx: StageContext, out: Outbox, url: str, outlinks: list[Outli
 
 def _emit_links(ctx: StageContext, out: Outbox, parsed: ParsedPage) -> int:
     """Resolve and canonicalize the page's links and send each to url-filter in the
-    partition of its host; a link over the URL length limit is logged as filtered.
+    partition of its host; a link over the URL length limit is logged as filtered,
+    and the links past the first `max_outlinks` in one outlinks-capped record.
     Returns the links emitted."""
     page = parsed["page"]
     url = page["url"]
     max_url = ctx.limits.max_url_bytes
+    cap = ctx.settings.crawl.max_outlinks
     emitted = 0
     base = _base(parsed)
     depth = page["depth"] + 1
-    for link in resolve_and_canonicalize(base, parsed["links"]):
+    links = resolve_and_canonicalize(base, parsed["links"])
+    if 0 < cap < len(links):
+        out.log(
+            crawl_log_record(
+                url,
+                "link-extract",
+                "outlinks-capped",
+                reason=f"{len(links) - cap} of {len(links)} links not followed "
+                f"(--max-outlinks {cap})",
+                depth=page["depth"],
+            )
+        )
+        links = links[:cap]
+    for link in links:
         if len(link) > max_url:
             out.log(
                 crawl_log_record(

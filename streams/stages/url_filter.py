@@ -77,7 +77,7 @@ def handle(
     for candidate in batch["urls"]:
         via = candidate.get("via")
         if shape_only:
-            verdict = vet(candidate["url"])
+            verdict = vet(candidate["url"], config.traps)
         else:
             verdict = filter_url(
                 candidate["url"],

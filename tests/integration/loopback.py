@@ -17,6 +17,8 @@ from typing import Any
 
 Response = tuple[int, dict[str, str], bytes]
 Route = Callable[[dict[str, str]], Response]
+#: Answers what the fixed routes do not: (host, path with query) -> a response or None.
+Dynamic = Callable[[str, str], Response | None]
 
 
 @dataclass
@@ -31,6 +33,7 @@ class Logged:
 @dataclass
 class LoopbackWeb:
     routes: dict[tuple[str, str], Route]
+    dynamic: Dynamic | None = None
     log: list[Logged] = field(default_factory=list)
     port: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -55,12 +58,18 @@ def page(body: str, **headers: str) -> Route:
 def _handler(web: LoopbackWeb) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        # Headers and body go out in two writes: with Nagle on, a kept-alive
+        # connection's next response waited ~40 ms for the client's delayed ACK.
+        disable_nagle_algorithm = True
 
         def do_GET(self) -> None:
             host = (self.headers.get("Host") or "").split(":")[0].lower()
             headers = {k.lower(): v for k, v in self.headers.items()}
             route = web.routes.get((host, self.path))
-            status, extra, body = route(headers) if route else (404, {}, b"not found")
+            answer = route(headers) if route else None
+            if answer is None and web.dynamic is not None:
+                answer = web.dynamic(host, self.path)
+            status, extra, body = answer or (404, {}, b"not found")
             with web.lock:
                 web.log.append(Logged(host, self.path, headers, status, time.time()))
             self.send_response(status)
@@ -78,8 +87,10 @@ def _handler(web: LoopbackWeb) -> type[BaseHTTPRequestHandler]:
 
 
 @contextmanager
-def serve(routes: dict[tuple[str, str], Route]) -> Iterator[LoopbackWeb]:
-    web = LoopbackWeb(routes)
+def serve(
+    routes: dict[tuple[str, str], Route], dynamic: Dynamic | None = None
+) -> Iterator[LoopbackWeb]:
+    web = LoopbackWeb(routes, dynamic)
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(web))
     server.daemon_threads = True
     web.port = server.server_address[1]

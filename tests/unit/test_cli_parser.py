@@ -33,3 +33,24 @@ def test_workers_below_one_is_an_argument_error(
 def test_workers_of_one_or_more_parse() -> None:
     args = build_parser().parse_args(["crawl", "http://a.example/", "--workers", "3"])
     assert args.workers == 3
+
+
+@pytest.mark.parametrize(
+    "flag",
+    [
+        "--max-host-pages",
+        "--max-host-queue",
+        "--max-outlinks",
+        "--max-url-length",
+        "--max-path-depth",
+    ],
+)
+def test_a_negative_budget_is_an_argument_error(
+    flag: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as done:
+        build_parser().parse_args(["crawl", "http://a.example/", flag, "-5"])
+    assert done.value.code == 2
+    err = capsys.readouterr().err
+    assert flag in err and "-5 is not 0 or more" in err
+    assert getattr(build_parser().parse_args(["crawl", flag, "0"]), flag[2:].replace("-", "_")) == 0

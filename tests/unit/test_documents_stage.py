@@ -54,7 +54,9 @@ class Out:
 def ctx() -> Any:
     return SimpleNamespace(
         limits=SimpleNamespace(max_url_bytes=8192),
-        settings=SimpleNamespace(crawl=SimpleNamespace(near_dup_extract_links=False)),
+        settings=SimpleNamespace(
+            crawl=SimpleNamespace(near_dup_extract_links=False, max_outlinks=1000)
+        ),
         counters=SimpleNamespace(pages_stored=0, documents=0, deletions=0),
         url_partition=lambda url: 0,
         handoff=HandoffCache(0),

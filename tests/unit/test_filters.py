@@ -103,6 +103,7 @@ def test_a_remembered_verdict_is_the_verdict_and_the_rules_still_apply_each_time
     form, trap shape) is memoised: the second answer equals the first and an uncached
     one, while depth and scope, which depend on the link, are judged on every call."""
     from streams.core.filters import VERDICT_CACHE_MAX_URL, _vet, vet
+    from streams.core.traps import DEFAULT_RULES
 
     urls = [
         "HTTP://Example.COM:80/a/./b/../c#frag",
@@ -112,7 +113,7 @@ def test_a_remembered_verdict_is_the_verdict_and_the_rules_still_apply_each_time
         "https://example.com/" + "a/" * 1200,  # a trap, and not remembered
     ]
     for url in urls:
-        assert vet(url) == vet(url) == _vet(url)
+        assert vet(url) == vet(url) == _vet(url, DEFAULT_RULES)
     config = FilterConfig(max_depth=2, same_host=True)
     seeds = {"example.com"}
     assert filter_url(urls[0], 1, config, seeds) == "http://example.com/a/c"

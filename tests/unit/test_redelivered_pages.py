@@ -83,7 +83,9 @@ def test_link_extract_stores_the_digest_it_took(tmp_path: Path) -> None:
     revisits = schedule()
     ctx = SimpleNamespace(
         limits=SimpleNamespace(max_url_bytes=8192),
-        settings=SimpleNamespace(near_dup_extract_links=False),
+        settings=SimpleNamespace(
+            crawl=SimpleNamespace(near_dup_extract_links=False, max_outlinks=1000)
+        ),
         counters=SimpleNamespace(pages_stored=0, documents=0, deletions=0),
         url_partition=lambda url: 0,
         handoff=HandoffCache(0),
@@ -137,7 +139,9 @@ def test_a_duplicate_read_again_keeps_one_revisit_record(tmp_path: Path) -> None
     store = PageStore(str(tmp_path / "pages"))
     ctx = SimpleNamespace(
         limits=SimpleNamespace(max_url_bytes=8192),
-        settings=SimpleNamespace(near_dup_extract_links=False),
+        settings=SimpleNamespace(
+            crawl=SimpleNamespace(near_dup_extract_links=False, max_outlinks=1000)
+        ),
         counters=SimpleNamespace(pages_stored=0, documents=0, deletions=0),
         url_partition=lambda url: 0,
         handoff=HandoffCache(0),
@@ -198,7 +202,9 @@ def test_a_capture_read_again_after_its_revisit_record_was_lost_is_not_stored_ag
     store = PageStore(str(tmp_path / "pages"))
     ctx = SimpleNamespace(
         limits=SimpleNamespace(max_url_bytes=8192),
-        settings=SimpleNamespace(near_dup_extract_links=False),
+        settings=SimpleNamespace(
+            crawl=SimpleNamespace(near_dup_extract_links=False, max_outlinks=1000)
+        ),
         counters=SimpleNamespace(pages_stored=0, documents=0, deletions=0),
         url_partition=lambda url: 0,
         handoff=HandoffCache(0),

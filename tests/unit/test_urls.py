@@ -16,7 +16,6 @@ from streams.core.urls import (
     resolve_and_canonicalize,
     resolve_canonical,
     site_key,
-    trap_reason,
 )
 
 BASE = "http://www.example.com/dir/sub/page.html?x=1#top"
@@ -377,48 +376,6 @@ def test_www_and_bare_host_share_site_key() -> None:
     a = site_key(host_of(canonical("http://WWW.Example.com/x") or ""))
     b = site_key(host_of(canonical("https://example.com:443/y") or ""))
     assert a == b == "example.com"
-
-
-# ---------------------------------------------------------------------------
-# trap_reason
-# ---------------------------------------------------------------------------
-
-
-def _deep(n: int) -> str:
-    return "http://example.com/" + "/".join(f"s{i}" for i in range(n))
-
-
-def test_trap_too_long_boundary() -> None:
-    prefix = "http://example.com/"
-    assert trap_reason(prefix + "a" * (2048 - len(prefix))) is None
-    assert trap_reason(prefix + "a" * (2049 - len(prefix))) == "too-long"
-
-
-def test_trap_repeated_segment() -> None:
-    assert trap_reason("http://example.com/a/a/b/") is None  # twice is allowed
-    assert trap_reason("http://example.com/a/a/a/") == "repeated-segment"
-    assert trap_reason("http://example.com/x/a/a/a") == "repeated-segment"
-    assert trap_reason("http://example.com/a/b/a/b/a/b") is None  # not in a row
-    assert trap_reason("http://example.com/p?x=/a/a/a/") is None  # query is not path
-
-
-def test_trap_too_deep_boundary() -> None:
-    assert trap_reason(_deep(20)) is None
-    assert trap_reason(_deep(20) + "/") is None  # trailing slash adds no segment
-    assert trap_reason(_deep(21)) == "too-deep"
-
-
-def test_trap_limits_are_keyword_args() -> None:
-    assert trap_reason(_deep(5), max_depth=4) == "too-deep"
-    assert trap_reason("http://example.com/a/a/", max_repeats=1) == "repeated-segment"
-    assert trap_reason("http://example.com/abc", max_length=10) == "too-long"
-    with pytest.raises(TypeError):
-        trap_reason(_deep(5), 4)  # type: ignore[misc]
-
-
-def test_trap_clean_urls() -> None:
-    for url in ["http://example.com", "http://example.com/", "http://example.com/a/b/c.html?q"]:
-        assert trap_reason(url) is None
 
 
 def test_batch_resolution_of_demo_web_links_is_ada_s() -> None:

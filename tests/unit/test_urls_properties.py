@@ -15,13 +15,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from streams.core import urls
+from streams.core.traps import trap_reason
 from streams.core.urls import (
     canonical,
     host_of,
     resolve,
     resolve_and_canonicalize,
     resolve_canonical,
-    trap_reason,
 )
 
 FAST = settings(
