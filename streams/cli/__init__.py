@@ -48,12 +48,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             if not seeds:
                 print("seine crawl: no seed left to crawl", file=sys.stderr)
                 return 2
+            # A crawl ends when it is done, as Scrapy's does; --keep-running waits for
+            # more seeds, and --recrawl never idles (run_crawl).
+            until_idle = not (args.keep_running or settings.crawl.recrawl)
             if args.workers > 1:
                 from streams.ops.multiworker import run_workers
 
                 with broker_for(settings) as effective:
-                    return run_workers(effective, seeds, args.workers, args.until_idle)
-            return run_crawl(settings, seeds, args.until_idle, drain_on_sigint=True)
+                    return run_workers(effective, seeds, args.workers, until_idle)
+            return run_crawl(settings, seeds, until_idle, drain_on_sigint=True)
         if args.command == "worker":
             settings = _settings_from(args)
             if not settings.kafka.bootstrap:

@@ -268,7 +268,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             )
             if args.data_dir is None:
                 settings = settings.with_overrides(data_dir="seine-data/demo")
-            code = run_crawl(settings, list(server.seeds), until_idle=True)
+            code = run_crawl(settings, list(server.seeds), until_idle=True, drain_on_sigint=True)
             print(
                 f"seine demo: try `seine pages --data-dir {settings.data_dir}`, "
                 f"`seine get URL --data-dir {settings.data_dir}` "

@@ -316,7 +316,15 @@ def _crawl_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--until-idle",
         dest="until_idle",
         action="store_true",
-        help="exit 0 once nothing is queued or in flight",
+        help="exit once nothing is queued, in flight or unhandled: what a crawl does "
+        "unless --keep-running or --recrawl is given",
+    )
+    crawl.add_argument(
+        "--keep-running",
+        dest="keep_running",
+        action="store_true",
+        help="keep running when nothing is left to do, for seeds sent later "
+        "(`seine seed`) until stopped",
     )
     crawl.add_argument(
         "--workers",

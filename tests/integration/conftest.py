@@ -112,7 +112,7 @@ def run_crawl(
     timeout: float = 240.0,
     **env_extra: str,
 ) -> CrawlRun:
-    """Run `seine crawl --until-idle` against the session broker with a fresh app id."""
+    """Run `seine crawl` to its end against the session broker with a fresh app id."""
     app_id = app_id or f"t{uuid.uuid4().hex[:10]}"
     seeds_file = data_dir.parent / f"{app_id}-seeds.txt"
     seeds_file.write_text("\n".join(seeds) + "\n", encoding="utf-8")
@@ -127,8 +127,7 @@ def run_crawl(
         "--partitions",
         str(partitions),
         "--allow-private",
-        "--until-idle",
-    ]
+    ]  # no --until-idle: a crawl ends by itself when it is done, as a user runs it
     for host, addr in resolve.items():
         args += ["--resolve", f"{host}={addr}"]
     args += extra_args or []

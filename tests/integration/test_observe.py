@@ -87,6 +87,7 @@ def live_crawl(
             "--web-port",
             str(port),
             "--allow-private",
+            "--keep-running",
             "--delay",
             "0.8",
         ]

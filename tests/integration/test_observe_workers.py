@@ -66,6 +66,7 @@ def test_dashboard_data_sums_every_worker(broker: EmbeddedBroker, tmp_path: Path
             "--web-port",
             str(port),
             "--allow-private",
+            "--keep-running",
             "--delay",
             "0.3",
         ]

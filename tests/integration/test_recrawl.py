@@ -71,7 +71,7 @@ def crawl_running(
     args = [
         sys.executable, "-m", "streams.cli", "crawl", *seeds,
         "--bootstrap", broker.bootstrap, "--data-dir", str(data),
-        "--partitions", "2", "--allow-private", *extra,
+        "--partitions", "2", "--allow-private", "--keep-running", *extra,
     ]  # fmt: skip
     for host, addr in resolve.items():
         args += ["--resolve", f"{host}={addr}"]
