@@ -54,7 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.workers > 1:
                 from streams.ops.multiworker import run_workers
 
-                with broker_for(settings) as effective:
+                with broker_for(settings, workers=args.workers) as effective:
                     return run_workers(effective, seeds, args.workers, until_idle)
             return run_crawl(settings, seeds, until_idle, drain_on_sigint=True)
         if args.command == "worker":

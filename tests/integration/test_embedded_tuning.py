@@ -10,7 +10,11 @@ from typing import Any
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from streams.cli.brokers import EMBEDDED_GROUP_TIMEOUTS, broker_for
+from streams.cli.brokers import (
+    EMBEDDED_GROUP_TIMEOUTS,
+    SINGLE_WORKER_GROUP_TIMEOUTS,
+    broker_for,
+)
 from streams.kafka.producer import Deliveries, StageProducer
 from streams.settings import Settings, load_settings
 from tests.integration.conftest import read_topic
@@ -27,7 +31,11 @@ def test_embedded_broker_drops_standbys_unless_asked(tmp_path: Path) -> None:
     with broker_for(plain) as effective:
         assert effective.kafka.bootstrap
         assert effective.kafka.standby_replicas == 0
+        # one worker joins fast: nobody can share its partitions if it is dropped
+        assert effective.kafka.session_timeout == SINGLE_WORKER_GROUP_TIMEOUTS["session_timeout"]
+    with broker_for(plain, workers=2) as effective:
         assert effective.kafka.session_timeout == EMBEDDED_GROUP_TIMEOUTS["session_timeout"]
+        assert effective.kafka.heartbeat_interval == EMBEDDED_GROUP_TIMEOUTS["heartbeat_interval"]
     with broker_for(asked) as effective:
         assert effective.kafka.standby_replicas == 2
 

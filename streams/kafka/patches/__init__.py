@@ -12,10 +12,12 @@ checked on:
   as handled; both brokers;
 - `refetch`: such a fetch is re-done at once; Tansu only;
 - `table_start`: the table manager starts without Faust's one-second sleep (every
-  table is declared before the app starts); both brokers.
+  table is declared before the app starts); both brokers;
+- `worker_close`: mode's Worker closes its loop without its one-second sleep; both
+  brokers.
 
 `install` puts them in place for a worker's settings; each is installed once per
-process. May import faust, aiokafka, confluent_kafka and streams.core only.
+process. May import faust, mode, aiokafka, confluent_kafka and streams.core only.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from streams.kafka.patches.gap_hold import hold_gaps
 from streams.kafka.patches.highwaters import stop_verifying_highwaters, verify_highwaters
 from streams.kafka.patches.refetch import refetch_skips
 from streams.kafka.patches.table_start import start_tables_at_once
+from streams.kafka.patches.worker_close import close_loop_promptly
 
 if TYPE_CHECKING:
     from streams.settings import KafkaSettings
@@ -39,6 +42,7 @@ def install(kafka: KafkaSettings) -> None:
     guard_commits()
     hold_gaps()
     start_tables_at_once()
+    close_loop_promptly()
     refetch_skips(enabled=kafka.tansu_fixes)
     if kafka.tansu_fixes:
         verify_highwaters(kafka.bootstrap)
