@@ -452,6 +452,8 @@ def run_worker(seine: SeineApp) -> int:
         if seine.indexer is not None:
             seine.indexer.close()
         seine.ctx.producer.close()
+        seine.ctx.journal.close()
+        seine.ctx.dead_journal.close()
         with contextlib.suppress(Exception):
             asyncio.run(seine.fetch.close())
     return seine.exit_code

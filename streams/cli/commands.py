@@ -18,7 +18,7 @@ from typing import Any, TextIO
 from streams.cli.crawl import run_crawl
 from streams.cli.parser import _settings_from
 from streams.cli.screen import screen_seeds
-from streams.settings import parse_resolve
+from streams.settings import Settings, parse_resolve
 
 
 def cmd_seed(args: argparse.Namespace) -> int:
@@ -204,6 +204,8 @@ def cmd_status(args: argparse.Namespace) -> int:
 
     settings = _settings_from(args)
     since = parse_since(args.since) if args.since else None
+    if not settings.kafka.bootstrap:
+        return _status_from_journal(settings, since)
     tally = CrawlTally(history_seconds=3600)
     read = LogRead()
     try:
@@ -218,6 +220,38 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(f"seine status: consumer lag unavailable: {exc}", file=sys.stderr)
         lag = {}
     print(status_report(settings, tally, read, lag, dead_letter_count(settings)), flush=True)
+    return 0
+
+
+def _status_from_journal(settings: Settings, since: float | None) -> int:
+    """`seine status --data-dir DIR`: the crawl log and dead letters kept beside the
+    pages, readable after the broker is gone (streams/store/journal.py)."""
+    from streams.core.stats import CrawlTally
+    from streams.ops.crawllog import LogRead, status_report
+    from streams.store.journal import (
+        CRAWL_LOG_FILE,
+        DEAD_LETTERS_FILE,
+        journal_files,
+        read_journal,
+    )
+
+    data_dir = Path(settings.data_dir)
+    files = journal_files(data_dir, CRAWL_LOG_FILE)
+    if not files:
+        print(
+            f"seine status: no crawl log in {data_dir} (give --data-dir of a crawl, "
+            "or --bootstrap of a running one)",
+            file=sys.stderr,
+        )
+        return 1
+    tally = CrawlTally(history_seconds=3600)
+    for record in read_journal(data_dir):
+        if since is None or float(record.get("at") or 0.0) >= since:
+            tally.add(record)
+    dead = sum(1 for _ in read_journal(data_dir, DEAD_LETTERS_FILE))
+    read = LogRead(records=tally.records, partitions=len(files))
+    report = status_report(settings, tally, read, {}, dead, source=str(data_dir))
+    print(report, flush=True)
     return 0
 
 

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from streams.cli.brokers import broker_for
-from streams.core.stats import ERROR_OUTCOMES, stage_breakdown
+from streams.core.stats import ERROR_OUTCOMES, stage_breakdown, top_reasons
 from streams.ops.exits import EXIT_NOTHING_FETCHED, nothing_fetched_failure
 from streams.ops.progress import Progress
 from streams.settings import Settings
@@ -111,6 +111,8 @@ def run_crawl(
             f"data in {effective.data_dir}",
             flush=True,
         )
+        if c.tally.reasons:
+            print(f"seine: why pages were not stored: {top_reasons(c.tally.reasons)}", flush=True)
         errors = sum(c.outcomes.get(k, 0) for k in ERROR_OUTCOMES)
         failure = nothing_fetched_failure(fetched, errors, c.dead_letters)
         if until_idle and code == 0 and failure:

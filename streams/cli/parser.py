@@ -400,8 +400,12 @@ def _store_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def _topic_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """status and replay: read a running crawl's topics."""
-    status = sub.add_parser("status", help="summarise a running crawl from its topics")
-    status.add_argument("--bootstrap", required=True, help="Kafka bootstrap HOST:PORT")
+    status = sub.add_parser(
+        "status",
+        help="summarise a crawl: a running one from its topics (--bootstrap), "
+        "any one from the crawl log kept in its data dir (--data-dir)",
+    )
+    status.add_argument("--bootstrap", help="Kafka bootstrap HOST:PORT of a running crawl")
     status.add_argument("--app-id", dest="app_id", help="the crawl's app id (default: seine)")
     status.add_argument(
         "--since", help="only crawl-log records from this time (unix, ISO-8601, or 15m ago)"

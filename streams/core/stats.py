@@ -32,6 +32,37 @@ HISTORY_SECONDS = 600
 REASON_CHARS = 60
 
 
+#: Outcomes of a page that went as it should: not a reason to report.
+PLAIN_OUTCOMES = frozenset(
+    {
+        "fetched",
+        "robots",
+        "unchanged",
+        "duplicate",
+        "near-duplicate",
+        "redirect",
+        "sitemap",
+        "handoff-miss",
+    }
+)
+#: Distinct (outcome, reason) rows a tally keeps; later new rows count as "other".
+MAX_REASON_ROWS = 500
+
+
+def refusal_group(reason: str) -> str:
+    """A refusal's reason without what names the instance (numbers, URLs):
+    "host page budget of 700 spent" and "... of 900 ..." are one row."""
+    words = [w for w in (reason or "").split() if not any(ch.isdigit() for ch in w)]
+    words = [w for w in words if "://" not in w]
+    return (" ".join(words) or "(no reason)")[:REASON_CHARS]
+
+
+def top_reasons(reasons: Mapping[str, int], limit: int = 5) -> str:
+    """The summary's "why" line: the most frequent rows, "N× outcome: reason"."""
+    rows = sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
+    return "; ".join(f"{n}× {row}" for row, n in rows)
+
+
 def reason_group(reason: str) -> str:
     """The part of an error reason that names the kind of failure, not the instance:
     "connect timeout after 5.0s to http://x/" and the same for y are one row."""
@@ -102,6 +133,8 @@ class CrawlTally:
         self.outcomes: Counter[str] = Counter()
         self.statuses: Counter[str] = Counter()
         self.errors: Counter[str] = Counter()
+        #: "outcome: reason" of every error and refusal (not PLAIN_OUTCOMES), grouped
+        self.reasons: Counter[str] = Counter()
         self.hosts: Counter[str] = Counter()
         self.bytes = 0
         self.latency = LatencyHistogram()
@@ -119,7 +152,11 @@ class CrawlTally:
             self.first_at = at if self.first_at is None else min(self.first_at, at)
             self.last_at = at if self.last_at is None else max(self.last_at, at)
         if outcome in ERROR_OUTCOMES:
-            self.errors[f"{outcome}: {reason_group(str(record.get('reason', '')))}"] += 1
+            row = f"{outcome}: {reason_group(str(record.get('reason', '')))}"
+            self.errors[row] += 1
+            self._count_reason(row)
+        elif outcome not in PLAIN_OUTCOMES:
+            self._count_reason(f"{outcome}: {refusal_group(str(record.get('reason', '')))}")
         if record.get("stage") != "fetch":
             return
         status = int(record.get("status") or 0)
@@ -131,6 +168,11 @@ class CrawlTally:
             self.latency.observe(elapsed / 1000.0)
         if outcome == "fetched" and at:
             self.pages.add(at)
+
+    def _count_reason(self, row: str) -> None:
+        if row not in self.reasons and len(self.reasons) >= MAX_REASON_ROWS:
+            row = "other"
+        self.reasons[row] += 1
 
     @property
     def fetched(self) -> int:

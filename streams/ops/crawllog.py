@@ -212,18 +212,27 @@ def _clock(t: float | None) -> str:
 
 
 def status_report(
-    settings: Settings, tally: CrawlTally, read: LogRead, lag: dict[str, int], dead: int
+    settings: Settings,
+    tally: CrawlTally,
+    read: LogRead,
+    lag: dict[str, int],
+    dead: int,
+    *,
+    source: str = "",
 ) -> str:
-    """The text `seine status` prints."""
+    """The text `seine status` prints; `source` names the data dir whose kept crawl
+    log was read (else the crawl's topics were)."""
     now = time.time()
     o = tally.outcomes
-    lines = [f"crawl {settings.app_id!r} on {settings.kafka.bootstrap}"]
+    where = f"in {source}" if source else f"on {settings.kafka.bootstrap}"
+    lines = [f"crawl {settings.app_id!r} {where}"]
     if not tally.records:
         lines.append("crawl log: empty (nothing fetched yet)")
     else:
         partial = "" if read.complete else " (partial: the read hit its deadline)"
+        parts = f"{read.partitions} files" if source else f"{read.partitions} partitions"
         lines.append(
-            f"crawl log: {tally.records} records over {read.partitions} partitions, "
+            f"crawl log: {tally.records} records over {parts}, "
             f"{_clock(tally.first_at)} → {_clock(tally.last_at)}{partial}"
         )
     series = tally.pages.series(now, 60)
@@ -242,6 +251,11 @@ def status_report(
     lines.append(f"errors: {errors}")
     for reason, n in tally.errors.most_common(5):
         lines.append(f"  {n:>8}  {reason}")
+    refusals = [(r, n) for r, n in tally.reasons.most_common() if r not in tally.errors]
+    if refusals:
+        lines.append("not stored, and why:")
+        for reason, n in refusals[:5]:
+            lines.append(f"  {n:>8}  {reason}")
     if tally.hosts:
         lines.append("most fetched hosts:")
         for host, n in tally.hosts.most_common(5):
@@ -252,7 +266,7 @@ def status_report(
             + ", ".join(f"{k} {v}" for k, v in sorted(lag.items()))
             + f"; total {sum(lag.values())}"
         )
-    else:
+    elif not source:  # a kept crawl log has no broker to ask
         lines.append("consumer lag: no committed offsets found")
     lines.append(f"dead letters: {dead}")
     return "\n".join(lines)

@@ -28,7 +28,7 @@ from typing import Any
 import topology
 from streams.core.stall import StallWatch, offsets_handled
 from streams.core.stall import describe as describe_stall
-from streams.core.stats import ERROR_OUTCOMES
+from streams.core.stats import ERROR_OUTCOMES, top_reasons
 from streams.kafka.consumer_state import describe as describe_lagging
 from streams.ops.exits import EXIT_NOTHING_FETCHED, nothing_fetched_failure
 from streams.ops.progress import Progress, ProgressFigures
@@ -256,6 +256,11 @@ def report_crawl(
         f"data in {settings.data_dir}",
         flush=True,
     )
+    reasons: Counter[str] = Counter()
+    for s in final:
+        reasons.update(s.get("reasons", {}))
+    if reasons:
+        print(f"seine: why pages were not stored: {top_reasons(reasons)}", flush=True)
     return fetched, errors, sum(s["dead_letters"] for s in final)
 
 

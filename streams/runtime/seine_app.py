@@ -80,6 +80,7 @@ class SeineApp:
             "pages_stored": c.pages_stored,
             "in_flight": c.fetch_in_flight,
             "outcomes": dict(c.outcomes),
+            "reasons": dict(c.tally.reasons),
             "dead_letters": c.dead_letters,
             "rewinds": c.rewinds,
             # [topic, partition, offset] after the last message this worker delivered

@@ -14,6 +14,7 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import faust
@@ -30,6 +31,7 @@ from streams.core.stats import CrawlTally, HostCycle
 from streams.core.urls import host_of
 from streams.kafka.producer import Deliveries, StageProducer
 from streams.settings import Settings
+from streams.store.journal import CRAWL_LOG_FILE, DEAD_LETTERS_FILE, Journal
 from topology import TopicSpec
 
 log = logging.getLogger("seine")
@@ -206,8 +208,11 @@ class Outbox:
         for partition, record in logs:
             ctx.counters.outcomes[record["outcome"]] += 1
             ctx.counters.tally.add(record)
+            ctx.journal.write(record)
             value = codec.encode("crawl_log", record)
             await ctx.send(topology.CRAWL_LOG, partition, value, awaited=awaited)
+        if logs:
+            ctx.journal.flush()
         # held (pending, for idle detection) until each is applied here or sent
         self._held = len(frontier)
         try:
@@ -313,6 +318,9 @@ class StageContext:
         self.app = app
         self.settings = settings
         self.counters = Counters()
+        # the crawl log and dead letters kept beside the pages (streams/store/journal.py)
+        self.journal = Journal(Path(settings.data_dir) / CRAWL_LOG_FILE)
+        self.dead_journal = Journal(Path(settings.data_dir) / DEAD_LETTERS_FILE)
         self.specs: dict[str, TopicSpec] = {spec.name: spec for spec in topology.TOPICS}
         self.topics: dict[str, faust.TopicT] = {}
         for spec in topology.TOPICS:
@@ -434,6 +442,8 @@ class StageContext:
         }
         self.counters.dead_letters += 1
         self.counters.stage_errors[stage] += 1
+        self.dead_journal.write({k: v for k, v in record.items() if k not in ("key", "value")})
+        self.dead_journal.flush()
         log.warning("dead letter from %s: %s", stage, error[:300])
         try:
             await self.send(topology.DEAD_LETTERS, 0, codec.encode("dead_letter", record))

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from streams.kafka.broker import EmbeddedBroker
 from streams.ops.exits import EXIT_NOTHING_FETCHED
-from tests.integration.conftest import run_crawl
+from tests.integration.conftest import crawl_env, run_crawl, run_seine
 
 
 def _closed_port() -> int:
@@ -58,3 +58,11 @@ def test_unreachable_host_exits_non_zero(broker: EmbeddedBroker, tmp_path: Path)
     )
     assert run.returncode == EXIT_NOTHING_FETCHED, run.stderr[-3000:]
     assert "no page was fetched" in run.stderr
+    # the summary says why: the reasons reach the terminal, not only the crawl log
+    why = [ln for ln in run.stdout.splitlines() if ln.startswith("seine: why pages")]
+    assert len(why) == 1 and "robots-unavailable" in why[0], run.stdout[-2000:]
+    # ... and stay readable from the data dir once the crawl (and its broker) is gone
+    status = run_seine(["status", "--data-dir", str(tmp_path / "data")], env=crawl_env("x"))
+    assert status.returncode == 0, status.stderr[-2000:]
+    assert f"in {tmp_path / 'data'}" in status.stdout
+    assert "robots-unavailable" in status.stdout and "Traceback" not in status.stderr

@@ -138,6 +138,8 @@ def test_default_trap_guards_end_a_trap_web_with_every_good_page(
             timeout=240.0,
         )
         assert run.returncode == 0, run.stderr[-3000:]
+        why = [ln for ln in run.stdout.splitlines() if ln.startswith("seine: why pages")]
+        assert len(why) == 1 and "1000× robots-disallowed" in why[0], run.stdout[-2000:]
         fetched = Counter((r.host, r.path) for r in web.requests() if r.path != "/robots.txt")
 
     # every good page, once

@@ -19,6 +19,7 @@ from streams.core.stats import (
     merge_snapshots,
     reason_group,
     stage_breakdown,
+    top_reasons,
 )
 from streams.ops.crawllog import parse_since, plan_replay
 from streams.web.observe import SeineCollector
@@ -47,6 +48,33 @@ def test_reason_groups_drop_the_instance() -> None:
     assert a == b == "connect timeout after to"
     assert reason_group("") == "(no reason)"
     assert reason_group("dns: no such host a.test") == "dns"
+
+
+def test_the_tally_counts_why_pages_were_not_stored() -> None:
+    tally = CrawlTally()
+    tally.add(record("http://a.test/"))
+    tally.add(record("http://a.test/d", "duplicate"))
+    for host in ("a", "b", "c"):
+        tally.add(record(f"http://{host}.test/x", "http-error", reason="HTTP 404"))
+    tally.add(record("http://g.test/1", "host-budget", reason="host page budget of 700 spent"))
+    tally.add(record("http://g.test/2", "host-budget", reason="host page budget of 900 spent"))
+    tally.add(record("http://c.test/2031/01/", "filtered", reason="trap guard: calendar"))
+    assert tally.reasons == {
+        "http-error: HTTP": 3,
+        "host-budget: host page budget of spent": 2,
+        "filtered: trap guard: calendar": 1,
+    }
+    assert top_reasons(tally.reasons, limit=2) == (
+        "3× http-error: HTTP; 2× host-budget: host page budget of spent"
+    )
+
+
+def test_reason_rows_are_bounded() -> None:
+    tally = CrawlTally()
+    for n in range(600):
+        word = "".join(chr(97 + (n // 26**k) % 26) for k in range(3))  # letters: kept
+        tally.add(record(f"http://x{n}.test/", "filtered", reason=f"rule {word}"))
+    assert len(tally.reasons) <= 501 and tally.reasons["other"] > 0
 
 
 def test_rate_history_counts_per_second_and_forgets_old_seconds() -> None:
