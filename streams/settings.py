@@ -192,6 +192,15 @@ class KafkaSettings:
     #: A message lost that way otherwise waits for the next rebalance, which a
     #: running multi-worker crawl may never have (streams/core/stall.py).
     stuck_rewind_after: float = 15.0
+    #: Seconds a worker's table recovery may get no record of a changelog partition
+    #: that still has records left before it reads the partition again from the record
+    #: it needs next (0: never). Faust only logs such a partition ("No event received
+    #: for active tp") and waits for ever: a recovery that stood still that way after
+    #: a rebalance never ended the crawl on the 3-node Apache Kafka fault tests
+    #: (streams/kafka/patches/recovery_kick.py). 10 s: a live partition hands recovery
+    #: its records within a fetch or two, and a partition whose leader died stays
+    #: quiet for its ~9 s election, which a kick then merely repeats.
+    recovery_kick_after: float = 10.0
     #: Seconds a worker goes on while no broker of its cluster answers (a cluster gone
     #: mid-crawl) before it stops with a one-line error; a rerun continues the crawl.
     broker_lost_timeout: float = 30.0

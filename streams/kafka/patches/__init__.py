@@ -14,7 +14,9 @@ checked on:
 - `table_start`: the table manager starts without Faust's one-second sleep (every
   table is declared before the app starts); both brokers;
 - `worker_close`: mode's Worker closes its loop without its one-second sleep; both
-  brokers.
+  brokers;
+- `recovery_kick`: a table recovery that gets nothing of a changelog partition with
+  records left reads it again; both brokers.
 
 `install` puts them in place for a worker's settings; each is installed once per
 process. May import faust, mode, aiokafka, confluent_kafka and streams.core only.
@@ -28,6 +30,7 @@ from streams.kafka.patches.commit_guard import guard_commits
 from streams.kafka.patches.fetch_max_wait import set_fetch_max_wait
 from streams.kafka.patches.gap_hold import hold_gaps
 from streams.kafka.patches.highwaters import stop_verifying_highwaters, verify_highwaters
+from streams.kafka.patches.recovery_kick import kick_stalled_recovery
 from streams.kafka.patches.refetch import refetch_skips
 from streams.kafka.patches.table_start import start_tables_at_once
 from streams.kafka.patches.worker_close import close_loop_promptly
@@ -43,6 +46,7 @@ def install(kafka: KafkaSettings) -> None:
     hold_gaps()
     start_tables_at_once()
     close_loop_promptly()
+    kick_stalled_recovery(kafka.recovery_kick_after)
     refetch_skips(enabled=kafka.tansu_fixes)
     if kafka.tansu_fixes:
         verify_highwaters(kafka.bootstrap)

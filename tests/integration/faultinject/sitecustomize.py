@@ -35,3 +35,63 @@ if _WANTED:
             yield record
 
     fetcher.PartitionRecords._unpack_records = _unpack_records  # type: ignore[method-assign]
+
+# With SEINE_TEST_DROP_RECOVERY=<changelog topic suffix>:<partition> set, the first
+# fetch response holding records of that changelog partition after Faust's table
+# recovery sought it (the active recovery's seek, for a partition with records left)
+# is swallowed whole, with aiokafka's fetch position moved past it: what
+# faust-streaming 0.15.3's `Consumer.getmany` does to records aiokafka handed over
+# while the flow is stopped (streams/kafka/patches/recovery_kick.py). Faust's recovery
+# then waits for those records for ever unless something reads them again.
+_DROP = os.environ.get("SEINE_TEST_DROP_RECOVERY", "")
+
+if _DROP:
+    import sys
+    from typing import Any
+
+    from aiokafka.consumer import fetcher as _fetcher
+    from faust.tables.recovery import Recovery
+
+    _suffix, _drop_partition = _DROP.rsplit(":", 1)
+    #: "armed" once recovery sought the partition, "done" once its records were dropped
+    _drop_state: dict[str, bool] = {"armed": False, "done": False}
+
+    def _is_target(topic: str, partition: int) -> bool:
+        return topic.endswith(_suffix) and partition == int(_drop_partition)
+
+    _original_seek_offsets = Recovery._seek_offsets
+
+    async def _seek_offsets(self: Any, consumer: Any, tps: Any, offsets: Any, title: str) -> None:
+        await _original_seek_offsets(self, consumer, tps, offsets, title)
+        if title != "active" or _drop_state["done"]:
+            return
+        for tp in tps:
+            high = self.active_highwaters.get(tp)
+            if _is_target(tp.topic, tp.partition) and high is not None and high > offsets[tp]:
+                _drop_state["armed"] = True
+
+    Recovery._seek_offsets = _seek_offsets  # type: ignore[method-assign]
+
+    _original_unpack = _fetcher.PartitionRecords._unpack_records
+
+    def _unpack_dropping(self: Any) -> Any:
+        dropped: list[int] = []
+        for record in _original_unpack(self):
+            if (
+                _drop_state["armed"]
+                and not _drop_state["done"]
+                and _is_target(record.topic, record.partition)
+            ):
+                dropped.append(record.offset)
+                continue
+            yield record
+        if dropped:
+            _drop_state["done"] = True
+            print(
+                f"faultinject: dropped records {dropped[0]}..{dropped[-1]} of "
+                f"{_suffix}[{_drop_partition}] in recovery",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    _fetcher.PartitionRecords._unpack_records = _unpack_dropping  # type: ignore[method-assign]
