@@ -193,8 +193,13 @@ class Frontier(Leases):
         retry_after: float | None = None,
         body: bytes | None = None,
         dispatched_at: float = 0.0,
+        reason: str = "",
     ) -> list[Decision]:
         """Release a host after its fetch finished, and set when it may be asked again.
+
+        A robots.txt fetch the address guard refused (outcome "blocked": a private or
+        loopback address without --allow-private) ends the host at once: asking again
+        cannot help, and its URLs are logged as blocked with the guard's reason.
 
         ``dispatched_at`` names the dispatch the fetch answered (0: not said); the
         completion of an earlier dispatch must not release the host while the current
@@ -222,7 +227,12 @@ class Frontier(Leases):
         throttled = status in (429, 503) and kind == "page"
         if not throttled:
             self._settle(state)  # (before a drain, which would read the item again)
-        if kind == "robots":
+        if kind == "robots" and outcome == "blocked":
+            state["robots"] = ROBOTS_UNAVAILABLE
+            state["blocked"] = (reason or "address refused by the guard")[:300]
+            wait = 0.0
+            decisions.extend(self._drain(host, state, "blocked", state["blocked"]))
+        elif kind == "robots":
             # Apply the new rules first: the robots.txt fetch was a request to the host
             # too, so its own Crawl-delay already spaces the first page from it.
             retry = self._robots.answered(state, status, body, finished_at)
@@ -395,8 +405,11 @@ class Frontier(Leases):
             self._mark_busy(authority, state, now, None)
             return Dispatch(f"{state['origin']}/robots.txt", authority, "robots", 0, now)
         if robots == ROBOTS_UNAVAILABLE:
+            blocked = state.get("blocked")
             decisions.extend(
-                self._drain(authority, state, "robots-unavailable", "robots.txt unreachable")
+                self._drain(authority, state, "blocked", str(blocked))
+                if blocked
+                else self._drain(authority, state, "robots-unavailable", "robots.txt unreachable")
             )
             self._put(authority, state)
             return None

@@ -167,6 +167,7 @@ def _apply_completions(
             completion["retry_after"],
             completion["body"],
             completion.get("dispatched_at", 0.0),
+            completion.get("reason", ""),
         )
         for decision in settled:
             states.decided(decision, now)

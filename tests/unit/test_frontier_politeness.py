@@ -221,6 +221,31 @@ def test_robots_5xx_retries_with_backoff_then_drains_the_host() -> None:
     h.check_counters()
 
 
+def test_a_host_the_address_guard_refuses_is_ended_at_once_with_the_reason() -> None:
+    """Not retried as if robots.txt were unreachable: asking again cannot help."""
+    h = Harness(Politeness(robots_retry=60.0))
+    h.frontier.enqueue("http://lan.example/1")
+    h.frontier.enqueue("http://lan.example/2", depth=2)
+    (robots,) = h.dispatched()
+    why = "10.0.0.7 is a private address (--allow-private to crawl it)"
+    decisions = h.frontier.complete(
+        robots.host, "robots", 0, "blocked", 1.0, h.clock(), None, None, 0.0, why
+    )
+    assert [(d.url, d.outcome, d.reason) for d in decisions] == [
+        ("http://lan.example/1", "blocked", why),
+        ("http://lan.example/2", "blocked", why),
+    ]
+    assert h.frontier.next_wake(0) is None  # no retry scheduled
+    # a later link to the host is refused the same way, without a request
+    h.frontier.enqueue("http://lan.example/3")
+    dispatches, decisions = h.due()
+    assert dispatches == []
+    assert [(d.url, d.outcome, d.reason) for d in decisions] == [
+        ("http://lan.example/3", "blocked", why)
+    ]
+    h.check_counters()
+
+
 # -- robots.txt expiry ------------------------------------------------------------
 
 
