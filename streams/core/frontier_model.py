@@ -87,14 +87,15 @@ def tier_for(priority: int = 0, depth: int = 0, inlinks: int = 1) -> int:
 
 
 def pending(state: HostState) -> int:
-    """URLs queued for a host, over all its tiers.
+    """URLs queued for a host, over all its tiers: the slots between heads and tails,
+    less the holes a re-tier left in them (``holes``; skipped when a head gets there).
 
     Asked for every dispatch and enqueue: two C-level sums, not a generator of
     per-tier differences (half the cost; the same answer, as each count is an int)."""
     heads, tails = state["heads"], state["tails"]
     if len(heads) != len(tails):
         raise ValueError(f"a host state with {len(heads)} heads and {len(tails)} tails")
-    return sum(map(int, tails)) - sum(map(int, heads))
+    return sum(map(int, tails)) - sum(map(int, heads)) - int(state.get("holes", 0))
 
 
 def copy_state(state: HostState) -> HostState:

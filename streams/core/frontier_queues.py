@@ -24,6 +24,7 @@ from streams.core.frontier_model import (
     QueueItem,
     authority_of,
     copy_state,
+    pending,
     queue_key,
     tier_for,
 )
@@ -98,8 +99,9 @@ class TieredQueues(HostStore):
         and for a page a 429/503 sent back to the head of its tier (its registry state
         names no slot since, so url-seen asks no move for it).
 
-        The old slot is left empty: a hole in a tier's key range is skipped when the
-        head reaches it, so it stays counted (``queued``, ``pending``) until then.
+        The old slot is left empty: a hole in a tier's key range, skipped when the
+        head reaches it. The host state counts its holes (``holes``), so ``pending``
+        and ``queued`` count URLs waiting, not slots.
         The move is held in memory (`_lazy`), the item left in the table at its old
         key, unless `lazy_moves` are held already: then it is written, a delete and a put.
         """
@@ -140,8 +142,8 @@ class TieredQueues(HostStore):
             del self.queue[old_key]
             self.queue[new_key] = moved
         state["tails"][new_tier] = tail + 1
+        state["holes"] = int(state.get("holes", 0)) + 1  # the old slot, until passed
         self._put(authority, state)
-        self._count(authority, 1)  # the hole, until the head passes it
         self._hole(old_key)
         return new_tier, tail
 
@@ -241,8 +243,12 @@ class TieredQueues(HostStore):
         credit[best] -= total
         seq = int(heads[best])
         heads[best] = seq + 1
-        self._count(authority, -1)
         item, key = self._take(queue_key(authority, best, seq), keep=True)
+        holes = int(state.get("holes", 0))
+        if item is None and holes > 0:
+            state["holes"] = holes - 1  # a re-tier's hole passed: no URL left the queue
+        else:
+            self._count(authority, -1)
         return item, key, (best, seq)
 
     def _take(self, key: str, keep: bool = False) -> tuple[QueueItem | None, str]:
@@ -310,6 +316,7 @@ class TieredQueues(HostStore):
         budget spent). Moves held in memory are settled on the way (`_take`): the
         tiers go highest first, so a move's new key comes before its old one."""
         decisions = []
+        waiting = pending(state)
         for tier in range(TIERS):
             head, tail = int(state["heads"][tier]), int(state["tails"][tier])
             for seq in range(head, tail):
@@ -318,6 +325,7 @@ class TieredQueues(HostStore):
                     decisions.append(
                         Decision(item["url"], host, outcome, reason, int(item["depth"]))
                     )
-            self._count(host, head - tail)
             state["heads"][tier] = tail
+        self._count(host, -waiting)
+        state["holes"] = 0
         return decisions

@@ -40,7 +40,8 @@ from tests.unit.frontier_helpers import Clock
 
 class DurableMoves(Frontier):
     """The frontier before lazy moves: every re-tier move popped the item at its old
-    key and put it at its new one (the code of 939de51, verbatim)."""
+    key and put it at its new one (the code of 939de51, with holes counted in the host
+    state as the frontier counts them now)."""
 
     def retier(self, url: str, tier: int, seq: int, new_tier: int) -> tuple[int, int] | None:
         authority = authority_of(url)
@@ -60,8 +61,8 @@ class DurableMoves(Frontier):
         tail = int(state["tails"][new_tier])
         self.queue[queue_key(authority, new_tier, tail)] = {**item, "tier": new_tier}
         state["tails"][new_tier] = tail + 1
+        state["holes"] = int(state.get("holes", 0)) + 1  # the old slot, until passed
         self._put(authority, state)
-        self._count(authority, 1)  # the hole, until the head passes it
         holes = self._holes
         if len(holes) >= HOLES_SIZE:
             holes.clear()  # those are read when the head gets there, as before
@@ -247,6 +248,8 @@ def test_lazy_moves_dispatch_and_decide_as_written_moves_do(
             in_flight_items(lazy.frontier).values()
         )
         assert ref.frontier.queued == lazy.frontier.queued
+        # the frontier size is the URLs waiting in the queue, exactly: no hole counted
+        assert lazy.frontier.queued == len(as_served(lazy.frontier))
         assert ref.frontier.in_flight == lazy.frontier.in_flight
     assert lazy.frontier.queue.writes < ref.frontier.queue.writes  # type: ignore[attr-defined]
 
@@ -467,7 +470,7 @@ def test_a_lazy_move_writes_nothing_until_it_is_served() -> None:
     old, new = queue_key("a.test", 3, 0), queue_key("a.test", 2, 20)
     assert queue[old]["url"] == "http://a.test/deep/0" and new not in queue
     assert hosts["a.test"]["tails"] == [0, 0, 21, 2]  # the new slot is the host's
-    assert frontier.queued == 23  # the hole counts until its head passes it
+    assert frontier.queued == 22  # URLs waiting: the hole left behind is none
     # moved again while in memory: still nothing written, the old key still holds it
     assert frontier.retier("http://a.test/deep/0", 2, 20, 1) == (1, 0)
     assert queue[old]["url"] == "http://a.test/deep/0" and len(queue) == 22
@@ -519,7 +522,7 @@ def test_after_a_crash_a_waiting_move_is_served_at_its_old_key() -> None:
     unmoved.enqueue("http://a.test/deep/1", depth=5)
     reborn = _reborn(queue, hosts, clock)
     assert reborn.retier("http://a.test/deep/0", 2, 20, 1) is None
-    assert reborn.queued == 23  # the lost new slot counts until its head passes it
+    assert reborn.queued == 22  # URLs waiting; the lost new slot is a hole, counted as one
     assert _pages_in_order(reborn, clock) == _pages_in_order(unmoved, clock)
     assert queue == {} and reborn.queued == 0
 
