@@ -88,9 +88,16 @@ def cmd_pages(args: argparse.Namespace) -> int:
     store = _open_store(args, "pages")
     if store is None:
         return 1
+    pages = copies = 0
     with store:
-        for url in store.urls():
-            sys.stdout.write(url + "\n")
+        for url, original in store.url_kinds():
+            if original is None:
+                pages += 1
+                sys.stdout.write(url + "\n")
+            else:  # an exact copy, kept as a revisit record: marked, after a tab
+                copies += 1
+                sys.stdout.write(f"{url}\tduplicate of {original}\n")
+    print(f"seine pages: {pages} pages stored, {copies} duplicates (marked)", file=sys.stderr)
     return 0
 
 
@@ -284,11 +291,38 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return 0
 
 
+#: Marks a data dir as a demo's, which the next `seine demo` may clear.
+DEMO_MARK = ".seine-demo"
+
+
+def _fresh_demo_dir(data_dir: Path) -> str | None:
+    """Make `data_dir` empty for a demo: a previous demo's data is removed (its web
+    was served on another port, so none of it would be reused); any other data is
+    left alone and refused. Returns the one-line refusal, else None."""
+    import shutil
+
+    if not data_dir.exists() or not any(data_dir.iterdir()):
+        data_dir.mkdir(parents=True, exist_ok=True)
+    elif (data_dir / DEMO_MARK).exists():
+        shutil.rmtree(data_dir)
+        data_dir.mkdir(parents=True)
+        print(f"seine demo: starting afresh: removed the previous demo's data in {data_dir}")
+    else:
+        return f"{data_dir} holds data that is not a demo's: give another --data-dir"
+    (data_dir / DEMO_MARK).write_text("written by seine demo, which may clear this dir\n")
+    return None
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from streams.demo.server import start_server_process
     from streams.demo.webgen import WebSpec
 
     spec = WebSpec(hosts=args.hosts, pages_per_host=args.pages, seed=args.seed)
+    data_dir = Path(args.data_dir or "seine-data/demo")
+    refused = _fresh_demo_dir(data_dir)
+    if refused:
+        print(f"seine demo: {refused}", file=sys.stderr)
+        return 2
     with tempfile.TemporaryDirectory(prefix="seine-demo-") as tmp:
         server = start_server_process(spec, Path(tmp) / "requests.jsonl", Path(tmp))
         try:
@@ -300,8 +334,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             settings = _settings_from(
                 args, allow_private=True, resolve={**server.resolve, **parse_resolve(args.resolve)}
             )
-            if args.data_dir is None:
-                settings = settings.with_overrides(data_dir="seine-data/demo")
+            settings = settings.with_overrides(data_dir=str(data_dir))
             code = run_crawl(settings, list(server.seeds), until_idle=True, drain_on_sigint=True)
             print(
                 f"seine demo: try `seine pages --data-dir {settings.data_dir}`, "

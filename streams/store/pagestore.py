@@ -348,6 +348,30 @@ class PageStore:
                 last = url_b
             it.next()
 
+    def url_kinds(self) -> Iterator[tuple[str, str | None]]:
+        """Every stored URL once (as `urls`), with the URL its newest capture is an
+        exact copy of (a revisit record naming another URL), else None: a page of its
+        own. Index reads only, no segment read."""
+        self._check_open()
+        it = self._db.iter()
+        it.seek_to_first()
+        last: bytes | None = None
+        newest: tuple[str, str | None] | None = None
+        while it.valid():
+            key = bytes(it.key())
+            url_b = key[:-9]
+            if url_b != last:
+                if newest is not None:
+                    yield newest
+                last = url_b
+            url = url_b.decode("utf-8", "surrogateescape")
+            original = decode(key, bytes(it.value())).revisit_of
+            # keys of one URL come oldest first: the last one read is the newest
+            newest = (url, original if original not in (None, url) else None)
+            it.next()
+        if newest is not None:
+            yield newest
+
     def captures(self, url: str) -> list[Capture]:
         """All captures of ``url``, oldest first."""
         self._check_open()

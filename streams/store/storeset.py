@@ -69,6 +69,16 @@ class StoreSet:
     def urls(self) -> list[str]:
         return sorted({url for store in self.stores for url in store.urls()})
 
+    def url_kinds(self) -> list[tuple[str, str | None]]:
+        """Every stored URL once, with the URL it is an exact copy of (None: a page of
+        its own in some store, which wins over a copy in another)."""
+        kinds: dict[str, str | None] = {}
+        for store in self.stores:
+            for url, original in store.url_kinds():
+                if original is None or url not in kinds:
+                    kinds[url] = original
+        return sorted(kinds.items())
+
     def export_cdxj(self, out: TextIO) -> int:
         """One sorted CDXJ index of every store. A capture two workers both wrote (the
         same URL, fetch time, digest and record type: its message read again by the

@@ -41,3 +41,28 @@ def test_a_capture_two_workers_wrote_is_one_capture(tmp_path: Path) -> None:
     assert len({r["digest"] for r in records if r["url"] == url}) == 2  # x once, and y
     with open_stores(tmp_path) as stores:
         assert stores.get(url) is not None and stores.get(url).body == b"<p>y"  # type: ignore[union-attr]
+
+
+def test_an_exact_copy_is_marked_with_its_original(tmp_path: Path) -> None:
+    """`seine pages` lists duplicates (revisit records of another URL) apart from pages,
+    and a later refetch of a page unchanged (a revisit of itself) stays a page."""
+    root = tmp_path / "worker-0" / "pages"
+    with PageStore(root) as store:
+        first = store.put("http://a.test/", status=200, headers=HTML, body=b"x", fetched_at=1.0)
+        for copy, at in (("http://a.test/?ref=y", 2.0), ("http://a.test/", 3.0)):
+            store.put_revisit(
+                copy,
+                original_url=first.url,
+                original_digest=first.digest,
+                original_date=first.fetched_at,
+                status=200,
+                headers=HTML,
+                fetched_at=at,
+            )
+    put(tmp_path / "worker-1" / "pages", "http://b.test/", b"y", 4.0)
+    with open_stores(tmp_path) as stores:
+        assert stores.url_kinds() == [
+            ("http://a.test/", None),
+            ("http://a.test/?ref=y", "http://a.test/"),
+            ("http://b.test/", None),
+        ]
