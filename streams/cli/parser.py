@@ -39,6 +39,17 @@ def count(value: str) -> int:
     return _whole(value, 0)
 
 
+def seconds(value: str) -> float:
+    """An argparse type: a number of seconds, 0 or more (a negative delay is an error)."""
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
+    if not number >= 0 or number == float("inf"):  # NaN and inf too
+        raise argparse.ArgumentTypeError(f"{value} is not a number of seconds, 0 or more")
+    return number
+
+
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", help="TOML config file (section [seine] or top level)")
     parser.add_argument("--data-dir", dest="data_dir", help="where tables and pages live")
@@ -86,17 +97,17 @@ def _cluster_flags(parser: argparse.ArgumentParser, *, bootstrap_required: bool)
 
 def _pace_flags(parser: argparse.ArgumentParser) -> None:
     """How long to wait between two requests to one host."""
-    parser.add_argument("--delay", type=float, help="seconds between two requests to one host")
+    parser.add_argument("--delay", type=seconds, help="seconds between two requests to one host")
     parser.add_argument(
         "--max-crawl-delay",
         dest="max_crawl_delay",
-        type=float,
+        type=seconds,
         help="cap on a robots.txt Crawl-delay honoured, in seconds (default 30)",
     )
     parser.add_argument(
         "--response-time-factor",
         dest="response_time_factor",
-        type=float,
+        type=seconds,
         help="also wait K x the host's last response time between requests (default 0: off)",
     )
 
@@ -203,21 +214,21 @@ def _recrawl_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--revisit-min",
         dest="revisit_min",
-        type=float,
+        type=seconds,
         metavar="SECONDS",
         help="shortest revisit interval (default 3600)",
     )
     parser.add_argument(
         "--revisit-max",
         dest="revisit_max",
-        type=float,
+        type=seconds,
         metavar="SECONDS",
         help="longest revisit interval (default 30 days)",
     )
     parser.add_argument(
         "--revisit-initial",
         dest="revisit_initial",
-        type=float,
+        type=seconds,
         metavar="SECONDS",
         help="revisit interval after a page's first fetch (default 1 day)",
     )
@@ -434,7 +445,7 @@ def _topic_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     replay.add_argument(
         "--min-age",
         dest="min_age",
-        type=float,
+        type=seconds,
         default=0.0,
         help="skip URLs whose latest fetch is younger than this many seconds",
     )

@@ -54,3 +54,18 @@ def test_a_negative_budget_is_an_argument_error(
     err = capsys.readouterr().err
     assert flag in err and "-5 is not 0 or more" in err
     assert getattr(build_parser().parse_args(["crawl", flag, "0"]), flag[2:].replace("-", "_")) == 0
+
+
+@pytest.mark.parametrize("flag", ["--delay", "--max-crawl-delay", "--revisit-min"])
+@pytest.mark.parametrize("value", ["-1", "nan", "inf", "soon"])
+def test_a_negative_or_odd_time_is_an_argument_error(
+    flag: str, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as done:
+        build_parser().parse_args(["crawl", "http://a.example/", flag, value])
+    assert done.value.code == 2
+    assert flag in capsys.readouterr().err
+    assert (
+        build_parser().parse_args(["crawl", flag, "0.5"]).__dict__[flag[2:].replace("-", "_")]
+        == 0.5
+    )
