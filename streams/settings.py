@@ -92,8 +92,11 @@ class CrawlPolicy:
     #: since searchable and durable; each one costs a new segment).
     index_commit_interval: float = 2.0
     #: Seconds between two batches of documents sent again because new anchors of
-    #: their inlinks came after them.
-    anchor_refresh_interval: float = 30.0
+    #: their inlinks came after them. Short, so a document is sent again while it is
+    #: still in the document cache: at 30 s most had left it and were rebuilt from the
+    #: page store (text extracted again), which made the crawl's end wait 14.5 s on
+    #: 200 x 100 pages; at 5 s it waits 5.2-5.6 s and the crawl takes 6-8% less time.
+    anchor_refresh_interval: float = 5.0
     #: Seconds a URL url-seen registered may go without a frontier state before a link
     #: to it sends it to the frontier again (its first message was lost with a killed
     #: worker); a redelivered url-seen message re-sends at once. 0: only at once.
