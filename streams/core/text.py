@@ -41,8 +41,10 @@ MAX_TITLE_CHARS = 1000
 MAX_LINKS, MAX_ANCHOR_CHARS = 1000, 200
 #: Characters of the description kept.
 MAX_DESCRIPTION_CHARS = 1000
-#: Text the language is guessed from (the detector reads its start).
-LANGUAGE_SAMPLE_CHARS = 20_000
+#: Text the language is guessed from (the detector reads its start): over the 530
+#: Python docs pages, 4,000 characters give the language 20,000 gave on every page,
+#: in 35 µs a page instead of ~200 (the detector's time grows with the sample).
+LANGUAGE_SAMPLE_CHARS = 4_000
 #: Fewer letters than this tell no language (counted without spaces: CJK has none).
 MIN_LANGUAGE_CHARS = 12
 _HEADINGS = frozenset({"h1", "h2", "h3"})
@@ -149,7 +151,8 @@ def _read_structure(html: str, found: PageText, agent: str) -> None:
 def language_of(text: str) -> str:
     """The text's language (ISO 639-1), or "" when there is too little to tell."""
     sample = text[:LANGUAGE_SAMPLE_CHARS]
-    if len("".join(sample.split())) < MIN_LANGUAGE_CHARS:
+    # letters without spaces, counted without building a new string
+    if len(sample) - sum(map(sample.count, " \n\t\r")) < MIN_LANGUAGE_CHARS:
         return ""
     language, _score = detect_fast(sample)
     return "" if language in ("unknown", None) else str(language)
