@@ -53,7 +53,8 @@ def cmd_crawl(args: argparse.Namespace) -> int:
         from streams.ops.multiworker import run_workers
 
         with broker_for(settings, workers=args.workers) as effective:
-            return run_workers(effective, seeds, args.workers, until_idle)
+            embedded = not settings.kafka.bootstrap  # broker_for started one for us
+            return run_workers(effective, seeds, args.workers, until_idle, embedded=embedded)
     return run_crawl(settings, seeds, until_idle, drain_on_sigint=True)
 
 

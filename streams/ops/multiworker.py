@@ -165,10 +165,15 @@ def worker_env(
 
 
 def start_workers(
-    settings: Settings, workers: int
+    settings: Settings, workers: int, *, embedded: bool = False
 ) -> tuple[list[subprocess.Popen[bytes]], list[Path]]:
     """Start `workers` worker processes, each in its own directory (log, fresh status
-    file); returns the processes and the paths of their status files."""
+    file); returns the processes and the paths of their status files.
+
+    A worker gets a signal when this process dies: SIGTERM on a cluster (it hands its
+    partitions over and stops), SIGKILL on the `embedded` broker, which dies with this
+    process too: a worker left without it could only retry a dead address for minutes
+    while holding its RocksDB locks, so a rerun could not open them."""
     from streams.kafka.broker import die_with_parent
 
     procs: list[subprocess.Popen[bytes]] = []
@@ -188,7 +193,7 @@ def start_workers(
                 stdin=subprocess.DEVNULL,
                 stdout=open(directory / "worker.log", "ab"),  # noqa: SIM115
                 stderr=subprocess.STDOUT,
-                preexec_fn=die_with_parent(signal.SIGTERM),
+                preexec_fn=die_with_parent(signal.SIGKILL if embedded else signal.SIGTERM),
             )
         )
     return procs, status_paths
@@ -264,12 +269,15 @@ def report_crawl(
     return fetched, errors, sum(s["dead_letters"] for s in final)
 
 
-def run_workers(settings: Settings, seeds: list[str], workers: int, until_idle: bool) -> int:
-    """Start the workers, push the seeds, wait for idle (or a signal), stop the workers."""
+def run_workers(
+    settings: Settings, seeds: list[str], workers: int, until_idle: bool, *, embedded: bool
+) -> int:
+    """Start the workers, push the seeds, wait for idle (or a signal), stop the workers;
+    `embedded`: the broker is this process's child (start_workers)."""
     from streams.kafka.admin import ensure_topics
 
     ensure_topics(settings)
-    procs, status_paths = start_workers(settings, workers)
+    procs, status_paths = start_workers(settings, workers, embedded=embedded)
     stopping = False
     seeded = False
 
