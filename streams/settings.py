@@ -257,6 +257,9 @@ class WorkerSettings:
     segment_max_bytes: int = 1 << 30
     #: Longest a Ctrl-C'd `seine crawl` drains (in-flight work to the end) before it stops.
     drain_timeout: float = 60.0
+    #: A `seine worker` drains on SIGINT as `seine crawl` does (set for the workers of
+    #: `seine crawl --workers N`, whose parent forwards the Ctrl-C); else it stops.
+    drain_on_sigint: bool = False
     #: The cyclic GC's thresholds in a worker after start-up (`gc.set_threshold`:
     #: "gen0,gen1,gen2"; empty keeps Python's 700,10,10). A busy worker allocates
     #: tens of thousands of short-lived containers a second, which reference

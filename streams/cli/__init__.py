@@ -63,7 +63,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
     if not settings.kafka.bootstrap:
         print("seine worker: --bootstrap (or SEINE_BOOTSTRAP) is required", file=sys.stderr)
         return 2
-    return run_crawl(settings, [], until_idle=False)
+    return run_crawl(
+        settings, [], until_idle=False, drain_on_sigint=settings.worker.drain_on_sigint
+    )
 
 
 def cmd_search(args: argparse.Namespace) -> int:

@@ -36,6 +36,8 @@ from streams.settings import Settings
 
 IDLE_SECONDS = 2.0
 STATUS_FILE = "status.json"
+#: Seconds past a worker's own drain timeout the parent waits before stopping it.
+DRAIN_GRACE = 10.0
 
 
 def worker_dir(data_dir: str | Path, index: int) -> Path:
@@ -153,6 +155,8 @@ def worker_env(
         "SEINE_DATA_DIR": str(directory),
         "SEINE_STATUS_FILE": str(status),
         "SEINE_WORKER_ID": f"worker{index}",
+        # the parent forwards a Ctrl-C once (the workers have sessions of their own)
+        "SEINE_DRAIN_ON_SIGINT": "1",
     }
     if settings.web.web_enabled:
         # One port per worker (--web-port, +1, +2, ...): any of them serves the
@@ -193,6 +197,9 @@ def start_workers(
                 stdin=subprocess.DEVNULL,
                 stdout=open(directory / "worker.log", "ab"),  # noqa: SIM115
                 stderr=subprocess.STDOUT,
+                # a terminal's Ctrl-C reaches the parent alone, which forwards it once:
+                # a second one would make a worker stop without draining
+                start_new_session=True,
                 preexec_fn=die_with_parent(signal.SIGKILL if embedded else signal.SIGTERM),
             )
         )
@@ -219,6 +226,56 @@ def push_seeds(
             topic, url.encode("utf-8"), partition=partition, on_delivery=seed_delivered
         )
     producer.flush(30)
+
+
+class Signals:
+    """The parent's signal handler: Ctrl-C makes every worker drain (a second one makes
+    them stop at once), then the crawl exits 130; SIGTERM stops the crawl."""
+
+    def __init__(self, procs: list[subprocess.Popen[bytes]]) -> None:
+        self.procs = procs
+        self.stopping = False
+        #: When the first Ctrl-C came (monotonic), if one did.
+        self.interrupted: float | None = None
+
+    def __call__(self, signum: int, _frame: Any) -> None:
+        if signum != signal.SIGINT:
+            self.stopping = True
+            return
+        if self.interrupted is None:
+            self.interrupted = time.monotonic()
+            print(
+                "seine: draining (fetches in flight finish, nothing new starts); "
+                "Ctrl-C again stops at once",
+                file=sys.stderr,
+                flush=True,
+            )
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGINT)
+
+
+def drained(
+    procs: list[subprocess.Popen[bytes]],
+    statuses: list[dict[str, Any]],
+    since: float,
+    timeout: float,
+) -> bool:
+    """After a Ctrl-C: is the crawl drained? No fetch in flight anywhere and every
+    message any worker sent handled by some worker (a worker alone cannot tell: its
+    links go to the others' partitions), in statuses written after the Ctrl-C; or
+    the workers exited, or had their time."""
+    if all(p.poll() is not None for p in procs):
+        return True
+    if time.monotonic() - since > timeout + DRAIN_GRACE:
+        return True
+    if len(statuses) < len(procs) or any(
+        s["in_flight"] or s["rebalancing"] or float(s.get("at", 0.0)) < time.time() - 1.0
+        for s in statuses
+    ):
+        return False
+    sent, done = totals(statuses, 0)
+    return all(done[name] >= n for name, n in sent.items() if name not in UNCONSUMED)
 
 
 def stop_workers(procs: list[subprocess.Popen[bytes]]) -> None:
@@ -278,25 +335,27 @@ def run_workers(
 
     ensure_topics(settings)
     procs, status_paths = start_workers(settings, workers, embedded=embedded)
-    stopping = False
+    signals = Signals(procs)
     seeded = False
 
     #: (topic, partition) -> offset after the last seed delivered there
     seeds_upto: dict[tuple[str, int], int] = {}
 
-    def stop(*_: Any) -> None:
-        nonlocal stopping
-        stopping = True
-
-    previous = signal.signal(signal.SIGINT, stop), signal.signal(signal.SIGTERM, stop)
+    previous = signal.signal(signal.SIGINT, signals), signal.signal(signal.SIGTERM, signals)
     started = time.time()
     idle_since: float | None = None
     stall = StallWatch(STALL_SECONDS)
     progress: Progress | None = None
     code = 0
     try:
-        while not stopping:
+        while not signals.stopping:
             time.sleep(0.25)  # a supervisor's poll interval, not test synchronisation
+            if signals.interrupted is not None:
+                ready = [s for s in (read_status(path) for path in status_paths) if s]
+                if drained(procs, ready, signals.interrupted, settings.worker.drain_timeout):
+                    code = 130
+                    break
+                continue
             if any(p.poll() is not None for p in procs):
                 print("seine: a worker exited unexpectedly; stopping the others", file=sys.stderr)
                 code = 1
