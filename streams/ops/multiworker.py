@@ -38,6 +38,8 @@ IDLE_SECONDS = 2.0
 STATUS_FILE = "status.json"
 #: Seconds past a worker's own drain timeout the parent waits before stopping it.
 DRAIN_GRACE = 10.0
+#: Times a worker that died is started again before the crawl is given up as failed.
+MAX_RESTARTS = 3
 
 
 def worker_dir(data_dir: str | Path, index: int) -> Path:
@@ -172,7 +174,22 @@ def start_workers(
     settings: Settings, workers: int, *, embedded: bool = False
 ) -> tuple[list[subprocess.Popen[bytes]], list[Path]]:
     """Start `workers` worker processes, each in its own directory (log, fresh status
-    file); returns the processes and the paths of their status files.
+    file); returns the processes and the paths of their status files."""
+    procs: list[subprocess.Popen[bytes]] = []
+    status_paths: list[Path] = []
+    for index in range(workers):
+        proc, status = start_worker(settings, index, embedded=embedded)
+        procs.append(proc)
+        status_paths.append(status)
+    return procs, status_paths
+
+
+def start_worker(
+    settings: Settings, index: int, *, embedded: bool = False
+) -> tuple[subprocess.Popen[bytes], Path]:
+    """Start worker `index` in its directory (a fresh status file; its tables and pages
+    kept, so a worker started again takes up where it was); returns it and its
+    status file.
 
     A worker gets a signal when this process dies: SIGTERM on a cluster (it hands its
     partitions over and stops), SIGKILL on the `embedded` broker, which dies with this
@@ -180,30 +197,23 @@ def start_workers(
     while holding its RocksDB locks, so a rerun could not open them."""
     from streams.kafka.broker import die_with_parent
 
-    procs: list[subprocess.Popen[bytes]] = []
-    status_paths: list[Path] = []
-    base_env = {**os.environ, **settings_env(settings)}
-    for index in range(workers):
-        directory = worker_dir(settings.data_dir, index)
-        directory.mkdir(parents=True, exist_ok=True)
-        status = directory / STATUS_FILE
-        status.unlink(missing_ok=True)
-        status_paths.append(status)
-        env = worker_env(settings, base_env, index, directory, status)
-        procs.append(
-            subprocess.Popen(
-                [sys.executable, "-m", "streams.cli", "worker"],
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=open(directory / "worker.log", "ab"),  # noqa: SIM115
-                stderr=subprocess.STDOUT,
-                # a terminal's Ctrl-C reaches the parent alone, which forwards it once:
-                # a second one would make a worker stop without draining
-                start_new_session=True,
-                preexec_fn=die_with_parent(signal.SIGKILL if embedded else signal.SIGTERM),
-            )
-        )
-    return procs, status_paths
+    directory = worker_dir(settings.data_dir, index)
+    directory.mkdir(parents=True, exist_ok=True)
+    status = directory / STATUS_FILE
+    status.unlink(missing_ok=True)
+    env = worker_env(settings, {**os.environ, **settings_env(settings)}, index, directory, status)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streams.cli", "worker"],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=open(directory / "worker.log", "ab"),  # noqa: SIM115
+        stderr=subprocess.STDOUT,
+        # a terminal's Ctrl-C reaches the parent alone, which forwards it once: a
+        # second one would make a worker stop without draining
+        start_new_session=True,
+        preexec_fn=die_with_parent(signal.SIGKILL if embedded else signal.SIGTERM),
+    )
+    return proc, status
 
 
 def push_seeds(
@@ -226,6 +236,29 @@ def push_seeds(
             topic, url.encode("utf-8"), partition=partition, on_delivery=seed_delivered
         )
     producer.flush(30)
+
+
+def replace_dead(
+    settings: Settings, procs: list[subprocess.Popen[bytes]], restarts: list[int], *, embedded: bool
+) -> bool:
+    """Start again each worker that died (killed, crashed), in its own directory: the
+    group hands its partitions to the others meanwhile, and back. False once one
+    died more than MAX_RESTARTS times (a worker that cannot live is a failed crawl)."""
+    for index, proc in enumerate(procs):
+        code = proc.poll()
+        if code is None:
+            continue
+        if restarts[index] >= MAX_RESTARTS:
+            return False
+        restarts[index] += 1
+        print(
+            f"seine: worker-{index} exited ({code}); starting it again "
+            f"({restarts[index]} of {MAX_RESTARTS})",
+            file=sys.stderr,
+            flush=True,
+        )
+        procs[index], _status = start_worker(settings, index, embedded=embedded)
+    return True
 
 
 class Signals:
@@ -336,6 +369,7 @@ def run_workers(
     ensure_topics(settings)
     procs, status_paths = start_workers(settings, workers, embedded=embedded)
     signals = Signals(procs)
+    restarts = [0] * workers
     seeded = False
 
     #: (topic, partition) -> offset after the last seed delivered there
@@ -356,8 +390,11 @@ def run_workers(
                     code = 130
                     break
                 continue
-            if any(p.poll() is not None for p in procs):
-                print("seine: a worker exited unexpectedly; stopping the others", file=sys.stderr)
+            if not replace_dead(settings, procs, restarts, embedded=embedded):
+                print(
+                    f"seine: a worker died {MAX_RESTARTS + 1} times; stopping the others",
+                    file=sys.stderr,
+                )
                 code = 1
                 break
             statuses = [read_status(path) for path in status_paths]

@@ -4,6 +4,7 @@ and the worker's stop states (drain on Ctrl-C, hand-over on SIGTERM)."""
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
 import time
@@ -101,6 +102,7 @@ class SeineApp:
             # crawl's supervisor prints them: where did the unhandled message stop?)
             "lagging": lagging_partitions(self.app, self._consumed_topics),
             "at": time.time(),
+            "pid": os.getpid(),
         }
 
     @property
