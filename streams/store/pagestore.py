@@ -18,13 +18,11 @@ Why this shape
   the right size and slices it, checking only that the offsets fit this record, instead
   of parsing WARC and HTTP headers (``gzipmembers.slice_record``).  Entries of version
   1 (stores written before) have no offsets and are read by parsing.
-* **Write order** is WARC bytes first (flushed to the OS), index second.  A crash between
-  the two leaves an orphan WARC record, never an index entry pointing at missing bytes.
-  ``flush()`` additionally fsyncs the segment and syncs the RocksDB WAL: call it before
-  committing Kafka offsets when durability against power loss matters.
-* **Re-delivery is idempotent**: the index key is ``(url, fetched_at)``, so a Kafka
-  message replayed after a crash overwrites the same index entries instead of creating
-  phantom captures (the first copy's WARC records stay in the segment as orphans).
+* **Write order** is WARC bytes first (flushed to the OS), index second: a crash between
+  leaves an orphan WARC record, never an index entry pointing at missing bytes.
+  ``flush()`` also fsyncs the segment and the RocksDB WAL (before a Kafka commit).
+* **Re-delivery is idempotent**: the index key is ``(url, fetched_at)``, so a message
+  replayed after a crash overwrites the same index entries (the WARC copy is an orphan).
 
 Choices worth knowing about
 ---------------------------
@@ -349,28 +347,20 @@ class PageStore:
             it.next()
 
     def url_kinds(self) -> Iterator[tuple[str, str | None]]:
-        """Every stored URL once (as `urls`), with the URL its newest capture is an
-        exact copy of (a revisit record naming another URL), else None: a page of its
-        own. Index reads only, no segment read."""
+        """Every stored URL once, with the URL its newest capture is a copy of, or None."""
         self._check_open()
-        it = self._db.iter()
+        it, newest = self._db.iter(), dict[str, str | None]()  # a URL's keys come together
         it.seek_to_first()
-        last: bytes | None = None
-        newest: tuple[str, str | None] | None = None
         while it.valid():
             key = bytes(it.key())
-            url_b = key[:-9]
-            if url_b != last:
-                if newest is not None:
-                    yield newest
-                last = url_b
-            url = url_b.decode("utf-8", "surrogateescape")
-            original = decode(key, bytes(it.value())).revisit_of
-            # keys of one URL come oldest first: the last one read is the newest
-            newest = (url, original if original not in (None, url) else None)
+            url = key[:-9].decode("utf-8", "surrogateescape")
+            if url not in newest:
+                yield from newest.items()
+                newest.clear()
+            original = decode(key, bytes(it.value())).revisit_of  # the keys go oldest first
+            newest[url] = original if original not in (None, url) else None
             it.next()
-        if newest is not None:
-            yield newest
+        yield from newest.items()
 
     def captures(self, url: str) -> list[Capture]:
         """All captures of ``url``, oldest first."""
