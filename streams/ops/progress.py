@@ -108,8 +108,9 @@ class Progress:
         elapsed = max(1e-6, time.time() - self.started)
         workers = f"  workers {f.workers}" if f.workers > 1 else ""
         return (
-            f"pages {f.stored}  fetched {f.fetched}  {f.fetched / elapsed:.0f} pages/s  "
-            f"queued {f.queued}  in flight {f.in_flight}  errors {f.errors}  "
+            # the dashboard's words for the same figures
+            f"pages stored {f.stored}  fetched {f.fetched}  {f.fetched / elapsed:.0f} pages/s  "
+            f"frontier size {f.queued}  in flight {f.in_flight}  errors {f.errors}  "
             f"dead letters {f.dead_letters}{workers}"
         )
 
@@ -117,7 +118,7 @@ class Progress:
         if self._progress is not None:
             elapsed = max(1e-6, time.time() - self.started)
             detail = (
-                f"{f.fetched / elapsed:.0f}/s · stored {f.stored} · queued {f.queued} · "
+                f"{f.fetched / elapsed:.0f}/s · stored {f.stored} · frontier size {f.queued} · "
                 f"in flight {f.in_flight} · errors {f.errors} · dead letters {f.dead_letters}"
             )
             self._progress.update(self._task, completed=f.fetched, detail=detail)

@@ -84,5 +84,5 @@ def test_progress_in_a_pipe_is_plain_lines(broker: EmbeddedBroker, tmp_path: Pat
         )
     assert run.returncode == 0, run.stderr[-2000:]
     lines = [line for line in run.stderr.splitlines() if line.startswith("pages ")]
-    assert lines and "fetched" in lines[0] and "queued" in lines[0]
+    assert lines and "fetched" in lines[0] and "frontier size" in lines[0]
     assert "\x1b" not in run.stderr

@@ -23,7 +23,7 @@ def test_plain_lines_when_not_a_terminal_at_most_one_per_interval() -> None:
     progress.close()
     lines = out.getvalue().splitlines()
     assert len(lines) == 1
-    assert lines[0].startswith("pages 4  fetched 5  ") and "queued 9" in lines[0]
+    assert lines[0].startswith("pages stored 4  fetched 5  ") and "frontier size 9" in lines[0]
     assert "errors 1" in lines[0] and "\x1b" not in out.getvalue()
 
 
