@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -35,11 +36,28 @@ def expected_partitions(settings: Settings) -> dict[str, int]:
 TANSU_CLUSTER_ID = "tansu_cluster"
 
 
+def _reachable(bootstrap: str, timeout: float) -> str | None:
+    """None when some address of `bootstrap` takes a TCP connection, else why not
+    (librdkafka would retry a refused connection until its own timeout)."""
+    why = "no address given"
+    for address in (a.strip() for a in bootstrap.split(",") if a.strip()):
+        host, _, port = address.rpartition(":")
+        try:
+            with socket.create_connection((host.strip("[]") or address, int(port)), timeout):
+                return None
+        except (OSError, ValueError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    return why
+
+
 def cluster_info(bootstrap: str, timeout: float = 10.0) -> tuple[int, str]:
     """(brokers, cluster id) of the cluster at `bootstrap`; a ValueError naming it when
     it does not answer."""
     from streams.kafka.local import quiet_config
 
+    refused = _reachable(bootstrap, min(timeout, 3.0))
+    if refused is not None:
+        raise ValueError(f"no Kafka broker answers at {bootstrap}: {refused}")
     admin = AdminClient(quiet_config(bootstrap))
     try:
         described = admin.describe_cluster(request_timeout=timeout).result(timeout=timeout)
