@@ -1,6 +1,8 @@
 """The crawl's logic, each piece unit-testable on its own: URLs (WHATWG parsing,
-canonical forms, SURT keys), robots.txt, filters and sites, the Bloom filter, the
-frontier's model and its queues over a key-value store, politeness and leases,
+canonical forms, SURT keys), trap guards on a URL's shape (`traps`: length,
+depth, repeated segments, calendar dates, session ids), robots.txt, filters and
+sites, the Bloom filter, the frontier's model and its queues over a key-value store,
+politeness and leases,
 simhash and dedup bands, freshness, sitemaps, bounded Content-Encoding decoding
 (`decode`, which the fetcher and the sitemap reader share), poison screening, crawl
 statistics, a page's main text and language (`text`), its header directives

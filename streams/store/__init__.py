@@ -1,7 +1,8 @@
 """The crawl's stores on disk: the page store (every fetched page kept as WARC 1.1
 segments plus a RocksDB index, readable by URL, exportable as CDXJ), ``storeset``
 (the stores of several workers read as one), ``linkgraph`` (the stored pages' links
-as page and host edge lists) and
+as page and host edge lists), ``journal`` (the crawl log and dead letters kept as
+JSON lines beside the pages) and
 ``url_registry``, url-seen's RocksDB table of URLs and their crawl state (its keys
 and values are streams.core.registry's).  Modules here may import the standard library,
 rocksdict, warcio and isal, streams.core, and each other; never Kafka, Faust or aiohttp, and never
