@@ -87,6 +87,7 @@ def faust_app(settings: Settings) -> faust.App:
         broker=f"kafka://{settings.kafka.bootstrap}",
         store="rocksdb://",
         datadir=str(data / "faust"),
+        tabledir=settings.worker.table_dir or "tables",
         topic_partitions=settings.kafka.partitions,
         # Faust's own default is 1: a changelog on one broker is lost with that broker.
         topic_replication_factor=max(settings.kafka.replication_factor, 1),

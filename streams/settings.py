@@ -260,6 +260,11 @@ class WorkerSettings:
     #: A `seine worker` drains on SIGINT as `seine crawl` does (set for the workers of
     #: `seine crawl --workers N`, whose parent forwards the Ctrl-C); else it stops.
     drain_on_sigint: bool = False
+    #: Where the worker's RocksDB tables live; empty: DATA_DIR/faust/v1/tables. The
+    #: workers of `seine crawl --workers N` share the crawl's, so a partition's tables
+    #: follow the partition from worker to worker (Faust retries a partition another
+    #: worker still holds open, every second, for 30 s).
+    table_dir: str = ""
     #: The cyclic GC's thresholds in a worker after start-up (`gc.set_threshold`:
     #: "gen0,gen1,gen2"; empty keeps Python's 700,10,10). A busy worker allocates
     #: tens of thousands of short-lived containers a second, which reference

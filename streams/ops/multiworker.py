@@ -160,6 +160,12 @@ def worker_env(
         # the parent forwards a Ctrl-C once (the workers have sessions of their own)
         "SEINE_DRAIN_ON_SIGINT": "1",
     }
+    if settings.kafka.standby_replicas == 0:
+        # One table dir for all, in the crawl's own layout: a partition's tables go
+        # where the partition goes (the resume reads them there too). Not with
+        # standbys (a cluster's default): a standby would hold another worker's
+        # active partition open.
+        env["SEINE_TABLE_DIR"] = str(Path(settings.data_dir).resolve() / "faust/v1/tables")
     if settings.web.web_enabled:
         # One port per worker (--web-port, +1, +2, ...): any of them serves the
         # dashboard of the whole crawl, gathered from the others.

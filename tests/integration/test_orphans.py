@@ -1,6 +1,8 @@
 """SIGKILL of `seine crawl --workers 2`'s parent leaves no orphan: its embedded broker
 and both workers die with it, so nothing holds the RocksDB locks and the same command
-run again finishes the crawl (every reachable page stored, no traceback)."""
+run again finishes the crawl: every reachable page stored, each with one response
+record (from the CDXJ index), no stored page fetched again whichever worker its
+partition lands on this time, no traceback."""
 
 from __future__ import annotations
 
@@ -12,11 +14,12 @@ import time
 import uuid
 from pathlib import Path
 
-from streams.demo.server import start_server_process
+from streams.demo.server import read_request_log, start_server_process
 from streams.demo.webgen import WebSpec
 from streams.ops.multiworker import STATUS_FILE, read_status
 from streams.store.storeset import open_stores
 from tests.integration.conftest import REPO
+from tests.integration.test_worker_replaced import captures
 
 SPEC = WebSpec(hosts=4, pages_per_host=30, seed=31)
 
@@ -51,7 +54,8 @@ def alive(pid: int) -> bool:
 def test_killing_the_parent_takes_its_workers_and_broker_along(tmp_path: Path) -> None:
     data = tmp_path / "data"
     env = {**os.environ, "SEINE_APP_ID": f"orph{uuid.uuid4().hex[:6]}", "SEINE_LOG_LEVEL": "error"}
-    with start_server_process(SPEC, None, tmp_path / "web") as server:
+    log = tmp_path / "requests.jsonl"
+    with start_server_process(SPEC, log, tmp_path / "web") as server:
         args = [sys.executable, "-m", "streams.cli", "crawl", *server.seeds, "--workers", "2"]
         args += ["--data-dir", str(data), "--allow-private", "--delay", "0.2"]
         for host, addr in server.resolve.items():
@@ -71,6 +75,7 @@ def test_killing_the_parent_takes_its_workers_and_broker_along(tmp_path: Path) -
             assert len(family) >= 3, family  # the broker and two workers, at least
             first.send_signal(signal.SIGKILL)
             first.wait()
+            killed_at = time.time()
             deadline = time.monotonic() + 20
             while any(alive(p) for p in family):
                 assert time.monotonic() < deadline, [p for p in family if alive(p)]
@@ -85,6 +90,21 @@ def test_killing_the_parent_takes_its_workers_and_broker_along(tmp_path: Path) -
         assert again.returncode == 0, again.stderr[-3000:]
         assert "Traceback" not in again.stderr
         expected = set(server.web.reachable_allowed())
+        port = server.port
     with open_stores(data) as stores:
         stored = {url for url, _original in stores.url_kinds()}
     assert expected <= stored, sorted(expected - stored)[:5]
+    once = captures(data, responses_only=True)
+    assert max(once.values()) == 1, [u for u, n in once.items() if n > 1][:5]
+    # what the first run stored (by the server's clock, before the kill) is not
+    # fetched again: each partition's tables are where its next worker looks
+    requests = [r for r in read_request_log(log) if r["path"] != "/robots.txt"]
+    before = {
+        f"http://{r['host']}:{port}{r['path']}" for r in requests if r["start"] < killed_at - 2
+    }
+    refetched = [
+        f"http://{r['host']}:{port}{r['path']}"
+        for r in requests
+        if r["start"] > killed_at and f"http://{r['host']}:{port}{r['path']}" in before
+    ]
+    assert len(refetched) <= SPEC.hosts, refetched[:5]  # at most the fetches in flight then
