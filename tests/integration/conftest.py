@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import io
+import json
 import os
 import subprocess
 import sys
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -230,3 +233,28 @@ def read_crawl_log(bootstrap: str, app_id: str) -> list[dict[str, Any]]:
 
     messages = read_to_end(bootstrap, topology.topic_name(app_id, topology.CRAWL_LOG))
     return [codec.decode("crawl_log", m.value()) for m in messages]
+
+
+def captures(data: Path, *, responses_only: bool = False) -> Counter[str]:
+    """Records per URL in every page store under a data dir (CDXJ: one line each),
+    or only its response records (a refetch or an exact copy is a revisit record)."""
+    from streams.store.storeset import open_stores
+
+    with open_stores(data) as stores:
+        out = io.StringIO()
+        stores.export_cdxj(out)
+    urls: Counter[str] = Counter()
+    for line in out.getvalue().splitlines():
+        fields = json.loads(line.split(" ", 2)[2])
+        if not (responses_only and fields.get("mime") == "warc/revisit"):
+            urls[fields["url"]] += 1
+    return urls
+
+
+def workers_crawl_args(server: Any, data: Path, delay: str) -> list[str]:
+    """`seine crawl --workers 2` over a demo server's web, as a user runs it."""
+    args = [sys.executable, "-m", "streams.cli", "crawl", *server.seeds, "--workers", "2"]
+    args += ["--data-dir", str(data), "--allow-private", "--delay", delay]
+    for host, addr in server.resolve.items():
+        args += ["--resolve", f"{host}={addr}"]
+    return args

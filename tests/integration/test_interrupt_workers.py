@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -15,7 +14,7 @@ from pathlib import Path
 from streams.demo.server import read_request_log, start_server_process
 from streams.demo.webgen import WebSpec
 from streams.store.storeset import open_stores
-from tests.integration.conftest import REPO
+from tests.integration.conftest import REPO, workers_crawl_args
 
 SPEC = WebSpec(hosts=6, pages_per_host=30, seed=29)
 
@@ -24,10 +23,7 @@ def test_ctrl_c_drains_every_worker_and_exits_130(tmp_path: Path) -> None:
     data, log = tmp_path / "data", tmp_path / "requests.jsonl"
     env = {**os.environ, "SEINE_APP_ID": f"int{uuid.uuid4().hex[:6]}", "SEINE_LOG_LEVEL": "error"}
     with start_server_process(SPEC, log, tmp_path / "web") as server:
-        args = [sys.executable, "-m", "streams.cli", "crawl", *server.seeds, "--workers", "2"]
-        args += ["--data-dir", str(data), "--allow-private", "--delay", "0.1"]
-        for host, addr in server.resolve.items():
-            args += ["--resolve", f"{host}={addr}"]
+        args = workers_crawl_args(server, data, "0.1")
         crawl = subprocess.Popen(
             args, env=env, cwd=REPO, stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -18,8 +17,7 @@ from streams.demo.server import read_request_log, start_server_process
 from streams.demo.webgen import WebSpec
 from streams.ops.multiworker import STATUS_FILE, read_status
 from streams.store.storeset import open_stores
-from tests.integration.conftest import REPO
-from tests.integration.test_worker_replaced import captures
+from tests.integration.conftest import REPO, captures, workers_crawl_args
 
 SPEC = WebSpec(hosts=4, pages_per_host=30, seed=31)
 
@@ -56,10 +54,7 @@ def test_killing_the_parent_takes_its_workers_and_broker_along(tmp_path: Path) -
     env = {**os.environ, "SEINE_APP_ID": f"orph{uuid.uuid4().hex[:6]}", "SEINE_LOG_LEVEL": "error"}
     log = tmp_path / "requests.jsonl"
     with start_server_process(SPEC, log, tmp_path / "web") as server:
-        args = [sys.executable, "-m", "streams.cli", "crawl", *server.seeds, "--workers", "2"]
-        args += ["--data-dir", str(data), "--allow-private", "--delay", "0.2"]
-        for host, addr in server.resolve.items():
-            args += ["--resolve", f"{host}={addr}"]
+        args = workers_crawl_args(server, data, "0.2")
         first = subprocess.Popen(
             args, env=env, cwd=REPO, stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,

@@ -11,8 +11,6 @@ kill: the same assertions hold with Kafka's own redelivery doing the resume.
 
 from __future__ import annotations
 
-import io
-import json
 import signal
 import subprocess
 import sys
@@ -26,8 +24,7 @@ import pytest
 from streams.demo.server import read_request_log, start_server_process
 from streams.demo.webgen import WebSpec
 from streams.ops.resume import CLEAN_MARK
-from streams.store.storeset import open_stores
-from tests.integration.conftest import REPO, broker_kind, crawl_env, run_seine
+from tests.integration.conftest import REPO, broker_kind, captures, crawl_env, run_seine
 
 SPEC = WebSpec(hosts=6, pages_per_host=30, seed=23)
 DELAY = "0.1"  # seconds between two requests to a host: the crawl lasts a few seconds
@@ -48,20 +45,6 @@ def _pages(log: Path, port: int, *, since: float = 0.0, until: float = float("in
         for r in read_request_log(log)
         if r["path"] != "/robots.txt" and since <= r["start"] < until
     ]
-
-
-def _captures(data: Path, *, responses_only: bool = False) -> Counter[str]:
-    """Captures per URL in every page store under the data dir (CDXJ: one line each),
-    or only its response records (not the revisit records of a page fetched again)."""
-    with open_stores(data) as store:
-        out = io.StringIO()
-        store.export_cdxj(out)
-    urls: Counter[str] = Counter()
-    for line in out.getvalue().splitlines():
-        fields = json.loads(line.split(" ", 2)[2])
-        if not (responses_only and fields.get("mime") == "warc/revisit"):
-            urls[fields["url"]] += 1
-    return urls
 
 
 @pytest.mark.parametrize("how", ["sigint", "sigkill"])
@@ -103,31 +86,31 @@ def test_resume_after_a_stop(tmp_path: Path, how: str) -> None:
             assert (data / CLEAN_MARK).exists(), "a drained stop leaves the clean mark"
         else:
             assert first.returncode == -signal.SIGKILL
-        stored_before = set(_captures(data))
+        stored_before = set(captures(data))
         assert 0 < len(stored_before) < len(expected)
 
         second = run_seine(args, env=env, timeout=180)
         assert second.returncode == 0, second.stderr[-3000:]
     before = _pages(log, server.port, until=stopped_at)
     after = _pages(log, server.port, since=stopped_at)
-    captures = _captures(data)
-    missing, extra = expected - set(captures), set(captures) - expected
+    recorded = captures(data)
+    missing, extra = expected - set(recorded), set(recorded) - expected
     assert not missing and not extra, (sorted(missing)[:5], sorted(extra)[:5])
     again = [url for url in after if url in stored_before]
     assert again == [], f"{len(again)} stored pages fetched again: {again[:5]}"
     twice = [url for url, n in Counter(before + after).items() if n > 1]
-    responses = _captures(data, responses_only=True)
+    responses = captures(data, responses_only=True)
     assert max(responses.values()) == 1, [u for u, n in responses.items() if n > 1][:5]
     if how == "sigkill" and broker_kind() == "kafka":
         # A page in flight at the kill may reach the page store from Kafka's copy of
         # the stage message only after the restarted frontier re-dispatched its fetch:
         # fetched twice (one request per host was in flight), stored once, the second
         # fetch kept as a revisit record.
-        revisited = {u for u, n in captures.items() if n > 1}
+        revisited = {u for u, n in recorded.items() if n > 1}
         assert revisited <= set(twice) and len(twice) <= SPEC.hosts, (revisited, twice)
-        assert max(captures.values()) <= 2
+        assert max(recorded.values()) <= 2
     else:
-        assert max(captures.values()) == 1, [u for u, n in captures.items() if n > 1][:5]
+        assert max(recorded.values()) == 1, [u for u, n in recorded.items() if n > 1][:5]
     print(
         f"{how}: {len(stored_before)} of {len(expected)} pages stored at the stop; "
         f"{len(after)} fetched by the resume; {len(twice)} fetched twice (in flight at the stop)"

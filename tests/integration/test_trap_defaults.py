@@ -27,7 +27,7 @@ from pathlib import Path
 
 from streams.kafka.broker import EmbeddedBroker
 from tests.integration.conftest import read_crawl_log, run_crawl
-from tests.integration.loopback import Response, page, serve
+from tests.integration.loopback import Response, serve
 
 GOOD, FARM, CAL, SESSION, LOOP, GEN = (
     "good.test",
@@ -127,7 +127,7 @@ def test_default_trap_guards_end_a_trap_web_with_every_good_page(
     broker: EmbeddedBroker, tmp_path: Path
 ) -> None:
     hosts = (GOOD, FARM, CAL, SESSION, LOOP, GEN)
-    with serve({(GOOD, "/unused"): page("")}, dynamic) as web:
+    with serve({}, dynamic) as web:
         run = run_crawl(
             broker,
             tmp_path / "data",

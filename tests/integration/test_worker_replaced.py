@@ -4,48 +4,26 @@ with one response record (counted from the WARC index, not from `seine pages`)."
 
 from __future__ import annotations
 
-import io
-import json
 import os
 import signal
 import subprocess
-import sys
 import time
 import uuid
-from collections import Counter
 from pathlib import Path
 
 from streams.demo.server import start_server_process
 from streams.demo.webgen import WebSpec
 from streams.ops.multiworker import STATUS_FILE, read_status
-from streams.store.storeset import open_stores
-from tests.integration.conftest import REPO
+from tests.integration.conftest import REPO, captures, workers_crawl_args
 
 SPEC = WebSpec(hosts=6, pages_per_host=30, seed=37)
-
-
-def captures(data: Path, *, responses_only: bool) -> Counter[str]:
-    """Records per URL in every page store (CDXJ), or only the response records (an
-    exact copy is a revisit record of the page it copies)."""
-    with open_stores(data) as stores:
-        out = io.StringIO()
-        stores.export_cdxj(out)
-    urls: Counter[str] = Counter()
-    for line in out.getvalue().splitlines():
-        fields = json.loads(line.split(" ", 2)[2])
-        if not (responses_only and fields.get("mime") == "warc/revisit"):
-            urls[fields["url"]] += 1
-    return urls
 
 
 def test_a_killed_worker_is_started_again_and_the_crawl_ends(tmp_path: Path) -> None:
     data = tmp_path / "data"
     env = {**os.environ, "SEINE_APP_ID": f"rep{uuid.uuid4().hex[:6]}", "SEINE_LOG_LEVEL": "error"}
     with start_server_process(SPEC, None, tmp_path / "web") as server:
-        args = [sys.executable, "-m", "streams.cli", "crawl", *server.seeds, "--workers", "2"]
-        args += ["--data-dir", str(data), "--allow-private", "--delay", "0.1"]
-        for host, addr in server.resolve.items():
-            args += ["--resolve", f"{host}={addr}"]
+        args = workers_crawl_args(server, data, "0.1")
         crawl = subprocess.Popen(
             args, env=env, cwd=REPO, stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
