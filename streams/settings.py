@@ -296,6 +296,10 @@ class Settings:
     log_level: str = "warning"
     #: Where a worker started by `seine crawl --workers N` reports its counters.
     status_file: str = ""
+    #: Worker processes of `seine crawl` and `seine demo`; 0: one per usable core, at
+    #: most one per partition (`worker_count`). A worker is one Python process, so one
+    #: worker leaves every core but one idle.
+    workers: int = 0
     crawl: CrawlPolicy = field(default_factory=CrawlPolicy)
     fetch: FetchSettings = field(default_factory=FetchSettings)
     kafka: KafkaSettings = field(default_factory=KafkaSettings)
@@ -333,6 +337,24 @@ class Settings:
     @property
     def data_path(self) -> Path:
         return Path(self.data_dir)
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity, as a container sets it)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def worker_count(settings: Settings, cores: int | None = None) -> int:
+    """The worker processes a crawl runs: `settings.workers` when set, else one per
+    usable core, but no more than the host-scoped topics have partitions (a worker
+    without a partition would only wait)."""
+    if settings.workers > 0:
+        return settings.workers
+    cores = usable_cores() if cores is None else cores
+    return max(1, min(cores, settings.kafka.partitions))
 
 
 #: The groups of Settings, by attribute name.
@@ -436,6 +458,8 @@ def load_settings(
     settings = Settings.of(**values)
     if settings.kafka.partitions < 1:
         raise ValueError("partitions must be at least 1")
+    if settings.workers < 0:
+        raise ValueError("workers must be 1 or more (0: one per core)")
     gc_thresholds(settings.worker.gc_threshold)  # a malformed value fails here, not in a worker
     if settings.kafka.broker not in BROKERS:
         raise ValueError(

@@ -18,7 +18,6 @@ from collections.abc import Callable, Sequence
 
 from confluent_kafka import KafkaException
 
-from streams.cli.brokers import broker_for
 from streams.cli.commands import (
     cmd_demo,
     cmd_export,
@@ -29,7 +28,7 @@ from streams.cli.commands import (
     cmd_shorten,
     cmd_status,
 )
-from streams.cli.crawl import _read_seeds, run_crawl
+from streams.cli.crawl import _read_seeds, crawl, run_crawl
 from streams.cli.parser import _settings_from, build_parser
 from streams.cli.screen import screen_seeds
 
@@ -49,13 +48,7 @@ def cmd_crawl(args: argparse.Namespace) -> int:
     # A crawl ends when it is done, as Scrapy's does; --keep-running waits for more
     # seeds, and --recrawl never idles (run_crawl).
     until_idle = not (args.keep_running or settings.crawl.recrawl)
-    if args.workers > 1:
-        from streams.ops.multiworker import run_workers
-
-        with broker_for(settings, workers=args.workers) as effective:
-            embedded = not settings.kafka.bootstrap  # broker_for started one for us
-            return run_workers(effective, seeds, args.workers, until_idle, embedded=embedded)
-    return run_crawl(settings, seeds, until_idle, drain_on_sigint=True)
+    return crawl(settings, seeds, until_idle)
 
 
 def cmd_worker(args: argparse.Namespace) -> int:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-from streams.cli.crawl import run_crawl
+from streams.cli.crawl import crawl
 from streams.cli.parser import _settings_from
 from streams.cli.screen import screen_seeds
 from streams.settings import Settings, parse_resolve
@@ -335,7 +335,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
                 args, allow_private=True, resolve={**server.resolve, **parse_resolve(args.resolve)}
             )
             settings = settings.with_overrides(data_dir=str(data_dir))
-            code = run_crawl(settings, list(server.seeds), until_idle=True, drain_on_sigint=True)
+            code = crawl(settings, list(server.seeds), until_idle=True)
             print(
                 f"seine demo: try `seine pages --data-dir {settings.data_dir}`, "
                 f"`seine get URL --data-dir {settings.data_dir}` "

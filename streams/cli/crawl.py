@@ -13,7 +13,7 @@ from streams.cli.brokers import broker_for
 from streams.core.stats import ERROR_OUTCOMES, stage_breakdown, top_reasons
 from streams.ops.exits import EXIT_NOTHING_FETCHED, nothing_fetched_failure
 from streams.ops.progress import Progress
-from streams.settings import Settings
+from streams.settings import Settings, worker_count
 
 
 def peak_rss_mb() -> float:
@@ -54,6 +54,20 @@ def _read_seeds(args: argparse.Namespace) -> list[str]:
         if text and not text.startswith("#"):
             seeds.append(text)
     return seeds
+
+
+def crawl(settings: Settings, seeds: list[str], until_idle: bool) -> int:
+    """`seine crawl` and `seine demo`: one worker in this process, or several worker
+    processes (`worker_count`: one per core by default) sharing the partitions. Either
+    way Ctrl-C drains what is in flight and exits 130."""
+    workers = worker_count(settings)
+    if workers == 1:
+        return run_crawl(settings, seeds, until_idle, drain_on_sigint=True)
+    from streams.ops.multiworker import run_workers
+
+    with broker_for(settings, workers=workers) as effective:
+        embedded = not settings.kafka.bootstrap  # broker_for started one for us
+        return run_workers(effective, seeds, workers, until_idle, embedded=embedded)
 
 
 def run_crawl(
@@ -101,7 +115,7 @@ def run_crawl(
             print(f"seine: CPU per stage (share of worker CPU): {breakdown}")
         print(
             f"seine: {c.pages_stored} pages stored, {fetched} fetched in {elapsed:.1f}s "
-            f"({fetched / max(elapsed, 1e-6):.0f} pages/s), "
+            f"({fetched / max(elapsed, 1e-6):.0f} pages/s) by 1 worker, "
             f"{c.outcomes.get('duplicate', 0)} duplicates, "
             f"{c.outcomes.get('near-duplicate', 0)} near-duplicates, "
             f"{c.outcomes.get('robots-disallowed', 0)} disallowed by robots, "

@@ -337,12 +337,7 @@ def _crawl_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="keep running when nothing is left to do, for seeds sent later "
         "(`seine seed`) until stopped",
     )
-    crawl.add_argument(
-        "--workers",
-        type=positive_int,
-        default=1,
-        help="worker processes sharing the partitions (each with its own data dir)",
-    )
+    _workers_flag(crawl)
     _crawl_flags(crawl)
 
     worker = sub.add_parser("worker", help="join a crawl on a Kafka cluster as one more worker")
@@ -488,7 +483,17 @@ def _local_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     demo.add_argument("--hosts", type=int, default=20, help="hosts of the demo web")
     demo.add_argument("--pages", type=int, default=30, help="pages per host")
     demo.add_argument("--seed", type=int, default=1, help="the demo web generator's seed")
+    _workers_flag(demo)
     _crawl_flags(demo)
+
+
+def _workers_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--workers",
+        type=positive_int,
+        help="worker processes sharing the partitions (default: one per core, at most "
+        "one per partition)",
+    )
 
 
 def _settings_from(args: argparse.Namespace, **extra: Any) -> Settings:
@@ -496,6 +501,7 @@ def _settings_from(args: argparse.Namespace, **extra: Any) -> Settings:
     for name in (
         "data_dir",
         "log_level",
+        "workers",
         "bootstrap",
         "broker",
         "partitions",

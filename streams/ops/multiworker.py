@@ -30,7 +30,7 @@ from streams.core.stall import StallWatch, offsets_handled
 from streams.core.stall import describe as describe_stall
 from streams.core.stats import ERROR_OUTCOMES, top_reasons
 from streams.kafka.consumer_state import describe as describe_lagging
-from streams.ops.exits import EXIT_NOTHING_FETCHED, nothing_fetched_failure
+from streams.ops.exits import EXIT_BROKER_LOST, EXIT_NOTHING_FETCHED, nothing_fetched_failure
 from streams.ops.progress import Progress, ProgressFigures
 from streams.settings import Settings
 
@@ -396,6 +396,18 @@ def run_workers(
                     code = 130
                     break
                 continue
+            if any(proc.poll() == EXIT_BROKER_LOST for proc in procs):
+                # the cluster is gone for every worker: starting them again would only
+                # wait on it; a rerun of the same command continues the crawl
+                print(
+                    f"seine: lost the Kafka cluster at {settings.kafka.bootstrap}: a worker "
+                    "found no broker answering; stopping (run the same command again to "
+                    "continue)",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                code = EXIT_BROKER_LOST
+                break
             if not replace_dead(settings, procs, restarts, embedded=embedded):
                 print(
                     f"seine: a worker died {MAX_RESTARTS + 1} times; stopping the others",

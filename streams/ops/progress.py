@@ -104,21 +104,25 @@ class Progress:
             self._task = self._progress.add_task("crawl", total=total or None, detail="")
             self._progress.start()
 
+    def rate(self, fetched: int) -> str:
+        """Pages fetched a second so far; a dash for the first second, where a few
+        pages over a few milliseconds would read as thousands a second."""
+        elapsed = time.time() - self.started
+        return f"{fetched / elapsed:.0f}" if elapsed >= 1.0 else "–"
+
     def line(self, f: ProgressFigures) -> str:
-        elapsed = max(1e-6, time.time() - self.started)
         workers = f"  workers {f.workers}" if f.workers > 1 else ""
         return (
             # the dashboard's words for the same figures
-            f"pages stored {f.stored}  fetched {f.fetched}  {f.fetched / elapsed:.0f} pages/s  "
+            f"pages stored {f.stored}  fetched {f.fetched}  {self.rate(f.fetched)} pages/s  "
             f"frontier size {f.queued}  in flight {f.in_flight}  errors {f.errors}  "
             f"dead letters {f.dead_letters}{workers}"
         )
 
     def update(self, f: ProgressFigures) -> None:
         if self._progress is not None:
-            elapsed = max(1e-6, time.time() - self.started)
             detail = (
-                f"{f.fetched / elapsed:.0f}/s · stored {f.stored} · frontier size {f.queued} · "
+                f"{self.rate(f.fetched)}/s · stored {f.stored} · frontier size {f.queued} · "
                 f"in flight {f.in_flight} · errors {f.errors} · dead letters {f.dead_letters}"
             )
             self._progress.update(self._task, completed=f.fetched, detail=detail)

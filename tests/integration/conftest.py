@@ -53,8 +53,13 @@ class CrawlRun:
 
 
 def crawl_env(app_id: str, **extra: str) -> dict[str, str]:
-    """Environment for a `seine` subprocess on the shared broker: fast group joins."""
+    """Environment for a `seine` subprocess on the shared broker: fast group joins, and
+    one worker unless the test asks for more (`--workers N`, or SEINE_WORKERS in
+    `extra`). The default, a worker per core, is what test_default_workers.py and
+    the tests of several workers run; the others test the stages, not how many
+    processes run them."""
     env = dict(os.environ)
+    env["SEINE_WORKERS"] = "1"
     if broker_kind() == "kafka":
         env.update(
             {

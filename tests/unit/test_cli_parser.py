@@ -33,6 +33,9 @@ def test_workers_below_one_is_an_argument_error(
 def test_workers_of_one_or_more_parse() -> None:
     args = build_parser().parse_args(["crawl", "http://a.example/", "--workers", "3"])
     assert args.workers == 3
+    # unset: the settings decide (one per core, streams.settings.worker_count)
+    assert build_parser().parse_args(["crawl", "http://a.example/"]).workers is None
+    assert build_parser().parse_args(["demo", "--workers", "1"]).workers == 1
 
 
 @pytest.mark.parametrize(

@@ -65,3 +65,14 @@ def test_figures_sum_over_worker_status_files() -> None:
         1,
         2,
     )
+
+
+def test_the_rate_waits_for_a_second_of_crawling() -> None:
+    """A few pages over the first milliseconds are not thousands a second."""
+    out = io.StringIO()
+    progress = Progress(stream=out, interval=0)
+    progress.update(ProgressFigures(fetched=11))
+    assert "fetched 11  – pages/s" in out.getvalue()
+    progress.started -= 2.2  # as if two seconds had passed
+    progress.update(ProgressFigures(fetched=11))
+    assert "fetched 11  5 pages/s" in out.getvalue().splitlines()[1]

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from streams.settings import Settings, gc_thresholds, load_settings, parse_resolve
+from streams.settings import Settings, gc_thresholds, load_settings, parse_resolve, worker_count
 
 
 def write_toml(tmp_path: Path, text: str) -> Path:
@@ -265,3 +265,29 @@ def test_compression_reaches_the_stage_producer() -> None:
     StageProducer("127.0.0.1:9", **config).close(0)
     with pytest.raises(KafkaException):
         StageProducer("127.0.0.1:9", **{**config, "compression.type": "brotli"})
+
+
+@pytest.mark.parametrize(
+    ("cores", "partitions", "workers", "expected"),
+    [
+        (2, 4, 0, 2),  # one per core
+        (1, 4, 0, 1),  # one core: one worker, in the crawl's own process
+        (16, 4, 0, 4),  # no more than the partitions: a fifth would hold nothing
+        (16, 12, 0, 12),
+        (2, 4, 3, 3),  # set: as given
+    ],
+)
+def test_the_crawl_runs_one_worker_per_core_up_to_the_partitions(
+    cores: int, partitions: int, workers: int, expected: int
+) -> None:
+    settings = Settings.of(partitions=partitions, workers=workers)
+    assert worker_count(settings, cores=cores) == expected
+
+
+def test_workers_come_from_the_flag_env_or_config_and_must_not_be_negative() -> None:
+    assert Settings().workers == 0
+    assert load_settings(environ={"SEINE_WORKERS": "1"}).workers == 1
+    assert worker_count(Settings.of(workers=1)) == 1
+    assert 1 <= worker_count(Settings()) <= Settings().kafka.partitions
+    with pytest.raises(ValueError, match="workers must be"):
+        load_settings(environ={"SEINE_WORKERS": "-1"})
