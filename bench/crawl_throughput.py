@@ -23,11 +23,9 @@ What it does, and why each part is there:
   requests to one host all come from what the *server* saw, not from either crawler's
   own account. The server's CPU use during each crawl is printed so that "not the
   bottleneck" can be checked rather than assumed.
-* **Seine** runs as ``seine crawl --until-idle --workers N --partitions N`` (N: one
-  worker process per core, and one partition per worker: Scrapy is one process and
-  cannot use a second core; each partition more splits every stage's batches into more,
-  smaller messages, which cost the workers and the broker per message) with its
-  embedded broker (Tansu), so the
+* **Seine** runs as the README's ``seine crawl`` with its defaults (a worker process
+  per core, at most one per partition, 4 partitions; ``--workers`` and ``--partitions``
+  set them) with its embedded broker (Tansu), so the
   wall time includes starting the broker, creating topics, joining the consumer group and
   the idle detection at the end: that is why two durations are reported, "wall incl.
   broker start" (process start to exit) and "crawl phase" (first to last request, from
@@ -122,15 +120,16 @@ def seine_command(args: argparse.Namespace, site: Site, seeds_file: Path, data: 
         str(seeds_file),
         "--allow-private",
         "--until-idle",
-        "--partitions",
-        str(args.partitions),
-        "--workers",
-        str(args.workers),
         "--data-dir",
         str(data),
         "--log-level",
         "info",
     ]
+    # unset: the README's command with its defaults (a worker per core, 4 partitions)
+    if args.partitions is not None:
+        cmd += ["--partitions", str(args.partitions)]
+    if args.workers is not None:
+        cmd += ["--workers", str(args.workers)]
     if args.named_hosts:
         for host, address in sorted(site.web.resolve_map(site.port).items()):
             cmd += ["--resolve", f"{host}={address}"]
@@ -257,15 +256,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--partitions",
         type=int,
         default=None,
-        help="seine --partitions (default: one per worker; every extra partition splits "
-        "each stage's batches into more, smaller messages)",
+        help="seine --partitions (default: the command's own, 4)",
     )
     p.add_argument(
         "--workers",
         type=int,
         default=None,
-        help="seine --workers: worker processes on one broker (default: one per core, at "
-        "most --partitions)",
+        help="seine --workers: worker processes on one broker (default: the command's "
+        "own, one per core up to the partitions)",
     )
     p.add_argument("--concurrency", type=int, default=64, help="Scrapy CONCURRENT_REQUESTS")
     p.add_argument(
@@ -322,10 +320,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         seed=args.seed,
         use_ip_hosts=not args.named_hosts,
     )
-    if args.workers is None:
-        args.workers = max(1, min(os.cpu_count() or 1, args.partitions or 1 << 16))
-    if args.partitions is None:
-        args.partitions = args.workers
     seines = {"tansu": ["seine"], "kafka": ["seine-kafka"], "both": ["seine", "seine-kafka"]}
     chosen = seines[args.broker]
     if args.index != "on":
@@ -366,7 +360,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             print(f"server: {site.kind}; work dir {work}")
             print(
-                f"seine: --partitions {args.partitions}, --workers {args.workers}, broker "
+                f"seine: --partitions {args.partitions or 'default'}, --workers "
+                f"{args.workers or 'default'}, broker "
                 f"started by the command ({args.broker}), default politeness | "
                 f"scrapy: CONCURRENT_REQUESTS={args.concurrency}, per domain 1, no delay, "
                 "robots.txt obeyed\n",
