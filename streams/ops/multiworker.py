@@ -34,7 +34,12 @@ from streams.ops.exits import EXIT_BROKER_LOST, EXIT_NOTHING_FETCHED, nothing_fe
 from streams.ops.progress import Progress, ProgressFigures
 from streams.settings import Settings
 
-IDLE_SECONDS = 2.0
+#: How long the crawl must look idle before it stops. Offsets make the idle test
+#: exact (`caught_up`); the period only spans a few status writes (every 0.25 s),
+#: so one picture taken between two steps of a worker cannot end the crawl.
+IDLE_SECONDS = 0.5
+#: The parent's poll of the status files.
+POLL_SECONDS = 0.1
 STATUS_FILE = "status.json"
 #: Seconds past a worker's own drain timeout the parent waits before stopping it.
 DRAIN_GRACE = 10.0
@@ -389,7 +394,7 @@ def run_workers(
     code = 0
     try:
         while not signals.stopping:
-            time.sleep(0.25)  # a supervisor's poll interval, not test synchronisation
+            time.sleep(POLL_SECONDS)  # a supervisor's poll interval, not test synchronisation
             if signals.interrupted is not None:
                 ready = [s for s in (read_status(path) for path in status_paths) if s]
                 if drained(procs, ready, signals.interrupted, settings.worker.drain_timeout):

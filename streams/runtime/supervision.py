@@ -27,7 +27,7 @@ from streams.core.stall import StuckPartitions
 from streams.kafka.consumer_state import lagging_partitions, rewind
 from streams.kafka.producer import hook_into_commits
 from streams.ops.exits import EXIT_BROKER_LOST
-from streams.ops.multiworker import write_status
+from streams.ops.multiworker import IDLE_SECONDS, write_status
 from streams.ops.resume import CLEAN_MARK, clear_marks
 from streams.runtime.seine_app import SeineApp
 
@@ -144,7 +144,7 @@ class Supervisor:
         now = time.monotonic()
         if seine.idle_since is None:
             seine.idle_since = now
-        elif now - seine.idle_since >= 1.0:
+        elif now - seine.idle_since >= IDLE_SECONDS:
             seine.stop(0)
 
     async def _handing_over(self) -> None:
