@@ -1,6 +1,8 @@
 """Ctrl-C on `seine crawl --workers 2` drains every worker and exits 130: each page the
 server answered before the stop is in the page store (nothing was in transit between
-stages when the embedded broker went), and no traceback."""
+stages when the embedded broker went), and no traceback. The same command run again
+finishes the crawl without fetching a stored page again, whichever worker each
+partition lands on: one capture a URL in the WARC files."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from pathlib import Path
 from streams.demo.server import read_request_log, start_server_process
 from streams.demo.webgen import WebSpec
 from streams.store.storeset import open_stores
-from tests.integration.conftest import REPO, workers_crawl_args
+from tests.integration.conftest import REPO, captures, workers_crawl_args
 
 SPEC = WebSpec(hosts=6, pages_per_host=30, seed=29)
 
@@ -46,12 +48,26 @@ def test_ctrl_c_drains_every_worker_and_exits_130(tmp_path: Path) -> None:
         assert crawl.returncode == 130, stderr[-3000:]
         assert "draining" in stderr and "Traceback" not in stderr, stderr[-3000:]
         assert "by 2 workers" in stdout
+        with open_stores(data) as stores:
+            stored = {url for url, _original in stores.url_kinds()}
+        rerun = subprocess.run(
+            args, env=env, cwd=REPO, stdin=subprocess.DEVNULL,
+            capture_output=True, text=True, timeout=240,
+        )  # fmt: skip
+        assert rerun.returncode == 0, rerun.stderr[-3000:]
+    again = {
+        f"http://{r['host']}:{server.port}{r['path']}"
+        for r in read_request_log(log)
+        if r["path"] != "/robots.txt" and r["start"] > stopped_at
+    }
+    assert not again & stored, sorted(again & stored)[:5]
+    in_warc = captures(data)
+    assert set(in_warc) == set(server.web.reachable_allowed()), len(in_warc)
+    assert set(in_warc.values()) == {1}, [u for u, n in in_warc.items() if n > 1][:5]
     answered = {
         f"http://{r['host']}:{server.port}{r['path']}"
         for r in read_request_log(log)
         if r["path"] != "/robots.txt" and r["start"] < stopped_at and r["status"] == 200
     }
-    with open_stores(data) as stores:
-        stored = {url for url, _original in stores.url_kinds()}
     assert answered and answered <= stored, sorted(answered - stored)[:5]
     assert len(stored) < expected  # stopped mid-crawl
