@@ -57,13 +57,14 @@ import argparse
 import contextlib
 import json
 import os
+import random
 import shutil
 import signal
 import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -87,13 +88,48 @@ from bench.throughput_report import (  # noqa: E402
 )
 from bench.throughput_server import Site, referee, start_site  # noqa: E402
 from bench.throughput_watch import run_watched, stop_all_crawlers, wait_until_quiet  # noqa: E402
-from streams.demo.webgen import WebSpec  # noqa: E402
+from streams.demo.webgen import DemoWeb, WebSpec  # noqa: E402
 
 LOG_SETTLE_S = 2.5  # nginx and the Python server flush their request logs every second
 SEINE_STAT_PREFIXES = (
     "seine: messages handled per stage topic",
     "seine: smoothed produce-to-handle latency",
 )
+
+
+@dataclass(frozen=True)
+class Web:
+    """A web the bench crawls: its size, the politeness delay, the server's latency."""
+
+    hosts: int
+    pages: int
+    delay: float = 0.0
+    #: (lowest, highest) seconds a host answers in, spread over the hosts; None: at once
+    latency: tuple[float, float] | None = None
+    #: Scrapy's CONCURRENT_REQUESTS: the value that served it best on this web
+    concurrency: int = 64
+
+    def describe(self) -> str:
+        slow = f", answers in {self.latency[0]:g}-{self.latency[1]:g} s" if self.latency else ""
+        return f"{self.hosts} hosts x {self.pages} pages, delay {self.delay:g} s{slow}"
+
+
+WEBS = {
+    "dense": Web(200, 100),
+    "wide": Web(2000, 10, delay=0.5, concurrency=1024),
+    "slow": Web(200, 50, latency=(0.1, 0.3), concurrency=200),
+}
+
+
+def host_latencies(spec: WebSpec, latency: tuple[float, float] | None) -> dict[str, float]:
+    """Each host's answer time, spread evenly over `latency` in a shuffled order."""
+    if latency is None:
+        return {}
+    hosts = list(DemoWeb(spec).all_host_names())
+    random.Random(spec.seed).shuffle(hosts)
+    low, high = latency
+    step = (high - low) / max(len(hosts) - 1, 1)
+    return {host: round(low + i * step, 4) for i, host in enumerate(hosts)}
 
 
 def dir_bytes(path: Path) -> int:
@@ -125,6 +161,8 @@ def seine_command(args: argparse.Namespace, site: Site, seeds_file: Path, data: 
         "--log-level",
         "info",
     ]
+    if args.delay:
+        cmd += ["--delay", repr(args.delay)]
     # unset: the README's command with its defaults (a worker per core, 4 partitions)
     if args.partitions is not None:
         cmd += ["--partitions", str(args.partitions)]
@@ -148,10 +186,24 @@ def scrapy_command(args: argparse.Namespace, files: dict[str, Path]) -> list[str
         str(args.concurrency),
         "--stats-out",
         str(files["scrapy_stats"]),
+        "--delay",
+        repr(args.delay),
     ]
     if args.named_hosts:
         cmd += ["--resolve-file", str(files["resolve"])]
     return cmd
+
+
+def floor_command(args: argparse.Namespace, files: dict[str, Path]) -> list[str]:
+    """The bare aiohttp GET loop over the expected URLs: the physical limit."""
+    return [
+        sys.executable,
+        str(ROOT / "bench" / "aiohttp_floor.py"),
+        "--urls-file",
+        str(files["urls"]),
+        "--delay",
+        repr(args.delay),
+    ]
 
 
 def crawl_once(
@@ -175,6 +227,8 @@ def crawl_once(
             SEINE_ON[crawler],
             *SEINE_FLAGS.get(crawler, []),
         ]
+    elif crawler == "floor":
+        cmd = floor_command(args, files)
     else:
         cmd = scrapy_command(args, files)
     stdout, stderr = run_dir / "stdout.txt", run_dir / "stderr.txt"
@@ -190,7 +244,7 @@ def crawl_once(
         for r in site.read_log()
         if r["end"] >= measured.launched - 0.01 and r["start"] <= measured.exited + 0.01
     ]
-    check = referee(window, site.web, expected, disallowed, site.time_resolution)
+    check = referee(window, site.web, expected, disallowed, site.time_resolution, args.delay)
 
     out_lines = stdout.read_text(encoding="utf-8", errors="replace").splitlines()
     notes: list[str] = []
@@ -206,6 +260,8 @@ def crawl_once(
                     ("seine: worker CPU", "seine: CPU per stage", "seine: host cycle")
                 )
             ]
+    elif crawler == "floor":
+        notes = [line for line in out_lines if line.startswith("floor:")]
     else:
         notes = [line for line in out_lines if line.startswith("scrapy:")]
         warnings = [
@@ -233,11 +289,23 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "memory and correctness (judged from the server's request log).",
     )
     p.add_argument("--runs", type=int, default=1, help="runs per crawler (median reported)")
-    p.add_argument("--hosts", type=int, default=200)
-    p.add_argument("--pages", type=int, default=100, help="pages per host")
+    p.add_argument(
+        "--web",
+        choices=sorted(WEBS),
+        default="dense",
+        help="the web crawled: " + "; ".join(f"{k}: {v.describe()}" for k, v in WEBS.items()),
+    )
+    p.add_argument("--hosts", type=int, help="hosts (default: the --web's)")
+    p.add_argument("--pages", type=int, help="pages per host (default: the --web's)")
+    p.add_argument(
+        "--delay",
+        type=float,
+        help="seconds between two requests to a host, for every crawler: Seine --delay, "
+        "Scrapy DOWNLOAD_DELAY (default: the --web's)",
+    )
     p.add_argument("--seed", type=int, default=1, help="the web generator's seed")
     p.add_argument("--server", choices=("auto", "nginx", "python"), default="auto")
-    p.add_argument("--only", choices=("seine", "scrapy"), help="run one crawler only")
+    p.add_argument("--only", choices=("seine", "scrapy", "floor"), help="run one crawler only")
     p.add_argument(
         "--broker",
         choices=("tansu", "kafka", "both"),
@@ -265,7 +333,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="seine --workers: worker processes on one broker (default: the command's "
         "own, one per core up to the partitions)",
     )
-    p.add_argument("--concurrency", type=int, default=64, help="Scrapy CONCURRENT_REQUESTS")
+    p.add_argument(
+        "--concurrency", type=int, help="Scrapy CONCURRENT_REQUESTS (default: the --web's)"
+    )
     p.add_argument(
         "--named-hosts",
         action="store_true",
@@ -289,9 +359,32 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--json", type=Path, help="also write every figure to this JSON file")
     p.add_argument("--keep", action="store_true", help="keep the work dir (logs, Seine data)")
     args = p.parse_args(argv)
+    web = WEBS[args.web]
+    for name in ("hosts", "pages", "delay", "concurrency"):
+        if getattr(args, name) is None:
+            setattr(args, name, getattr(web, name))
+    args.latency = web.latency
     if args.runs < 1 or args.hosts < 1 or args.pages < 1:
         p.error("--runs, --hosts and --pages must be >= 1")
     return args
+
+
+def write_inputs(work: Path, web: DemoWeb, expected: set[str]) -> dict[str, Path]:
+    """The crawlers' input files (seeds, hosts, names, the floor's URLs) and where the
+    Scrapy peer writes its stats."""
+    files = {
+        "seeds": work / "seeds.txt",
+        "hosts": work / "hosts.txt",
+        "resolve": work / "resolve.json",
+        "scrapy_stats": work / "scrapy-stats.json",
+        "urls": work / "urls.txt",
+    }
+    files["urls"].write_text("\n".join(sorted(expected)) + "\n", encoding="utf-8")
+    files["seeds"].write_text("\n".join(web.seeds()) + "\n", encoding="utf-8")
+    files["hosts"].write_text("\n".join(web.all_host_names()) + "\n", encoding="utf-8")
+    resolve = {h: web.address_of(h) for h in web.all_host_names()}
+    files["resolve"].write_text(json.dumps(resolve), encoding="utf-8")
+    return files
 
 
 @contextlib.contextmanager
@@ -325,7 +418,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.index != "on":
         off = ["seine-noindex"] if "seine" in chosen else []
         chosen = off if args.index == "off" else [*chosen, *off]
-    crawlers = [*chosen, "scrapy"]
+    crawlers = [*chosen, "scrapy", "floor"]
     if args.only:
         crawlers = [c for c in crawlers if c.startswith(args.only)]
     work = Path(tempfile.mkdtemp(prefix="seine-crawl-bench-"))
@@ -333,20 +426,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     results: list[Result] = []
     try:
         with terminate_on_signals():
-            site = start_site(spec, args.server, work)
+            site = start_site(spec, args.server, work, host_latencies(spec, args.latency))
             web = site.web
             expected = web.reachable_allowed()
             disallowed = web.disallowed_linked()
-            files = {
-                "seeds": work / "seeds.txt",
-                "hosts": work / "hosts.txt",
-                "resolve": work / "resolve.json",
-                "scrapy_stats": work / "scrapy-stats.json",
-            }
-            files["seeds"].write_text("\n".join(web.seeds()) + "\n", encoding="utf-8")
-            files["hosts"].write_text("\n".join(web.all_host_names()) + "\n", encoding="utf-8")
-            resolve = {h: web.address_of(h) for h in web.all_host_names()}
-            files["resolve"].write_text(json.dumps(resolve), encoding="utf-8")
+            files = write_inputs(work, web, expected)
             print(f"machine: {machine_line()}")
             print(f"software: {versions(site)}")
             print(f"seine code: {code_line()}")
@@ -359,12 +443,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"URLs robots.txt forbids"
             )
             print(f"server: {site.kind}; work dir {work}")
+            slow = f"{args.latency[0]:g}-{args.latency[1]:g} s" if args.latency else "none"
             print(
+                f"politeness: one request in flight per host, {args.delay:g} s between a "
+                f"host's requests; server latency {slow}\n"
                 f"seine: --partitions {args.partitions or 'default'}, --workers "
                 f"{args.workers or 'default'}, broker "
-                f"started by the command ({args.broker}), default politeness | "
-                f"scrapy: CONCURRENT_REQUESTS={args.concurrency}, per domain 1, no delay, "
-                "robots.txt obeyed\n",
+                f"started by the command ({args.broker}) | "
+                f"scrapy: CONCURRENT_REQUESTS={args.concurrency}, per domain 1, "
+                f"DOWNLOAD_DELAY {args.delay:g}, robots.txt obeyed | floor: a bare aiohttp "
+                "GET loop over the expected URLs (bench/aiohttp_floor.py)\n",
                 flush=True,
             )
             for run in range(1, args.runs + 1):
@@ -374,7 +462,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     result = crawl_once(crawler, run, args, site, files, expected, disallowed, work)
                     results.append(result)
                     print_result(result, len(expected))
-            summary = print_summary(results, args.runs)
+            summary = print_summary(results, args.runs, args.delay)
             if args.json is not None:
                 args.json.write_text(
                     json.dumps(

@@ -6,8 +6,9 @@ Run by the benchmark as a child process (so its RSS and CPU are measured on thei
         [--resolve-file resolve.json] [--stats-out stats.json]
 
 Why these settings: they are the ones the crawl-throughput comparison promises, so that
-both crawlers are held to the same politeness (one request in flight per host, no delay,
-robots.txt obeyed) and Scrapy gets as many requests in flight overall (64) as it wants.
+both crawlers are held to the same politeness (one request in flight per host, the same
+delay, ``--delay``, between a host's requests, robots.txt obeyed) and Scrapy gets as many
+requests in flight overall (``--concurrency``, 64 by default) as it wants.
 Everything else is Scrapy's defaults, which since 2.x already include the broad-crawl
 scheduler (``DownloaderAwarePriorityQueue``); only the telnet console is switched off
 (it would open a port and does nothing for a crawl).
@@ -30,12 +31,14 @@ import argparse
 import json
 import sys
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import scrapy
+from scrapy.core.downloader import Downloader
 from scrapy.crawler import CrawlerProcess
 from scrapy.http import Response
 from scrapy.resolver import CachingThreadedResolver
@@ -53,6 +56,38 @@ class MappedResolver(CachingThreadedResolver):
         if address is not None:
             return defer.succeed(address)
         return super().getHostByName(name, timeout)
+
+
+class _ClaimingQueue(deque[tuple[Any, Any]]):
+    """A download slot's queue whose requests count as transferring once taken out.
+
+    Scrapy 2.19's `Downloader._process_queue` takes queued requests while the slot
+    has free transfer places, but a request joins `slot.transferring` only when its
+    download coroutine first runs: with no delay, one pass hands out the whole queue,
+    and CONCURRENT_REQUESTS_PER_DOMAIN=1 let five requests reach one slow host at
+    once. Counting a request as transferring as it leaves the queue restores the limit.
+    """
+
+    def __init__(self, slot: Any) -> None:
+        super().__init__()
+        self.slot = slot
+
+    def popleft(self) -> tuple[Any, Any]:
+        request, deferred = super().popleft()
+        self.slot.transferring.add(request)
+        return request, deferred
+
+
+class PoliteDownloader(Downloader):
+    """Scrapy's downloader with its per-slot concurrency held (`_ClaimingQueue`)."""
+
+    def _get_slot(self, request: Any, spider: Any = None) -> tuple[str, Any]:
+        key, slot = super()._get_slot(request, spider)
+        if not isinstance(slot.queue, _ClaimingQueue):
+            queue = _ClaimingQueue(slot)
+            queue.extend(slot.queue)
+            slot.queue = queue
+        return key, slot
 
 
 class DemoSpider(scrapy.Spider):
@@ -91,12 +126,16 @@ class DemoSpider(scrapy.Spider):
             yield scrapy.Request(url, callback=self.parse)
 
 
-def settings(concurrency: int, resolver: bool) -> dict[str, Any]:
+def settings(concurrency: int, resolver: bool, delay: float = 0.0) -> dict[str, Any]:
     """The peer's Scrapy settings (see the module docstring for why each is there)."""
     values: dict[str, Any] = {
         "CONCURRENT_REQUESTS": concurrency,
         "CONCURRENT_REQUESTS_PER_DOMAIN": 1,
-        "DOWNLOAD_DELAY": 0,
+        "DOWNLOAD_DELAY": delay,
+        # the delay as given, as Seine's --delay: Scrapy would otherwise wait 0.5-1.5x it
+        "DOWNLOAD_DELAY_JITTER": 0,
+        # one request in flight per host, as the setting above says (PoliteDownloader)
+        "DOWNLOADER": PoliteDownloader,
         "ROBOTSTXT_OBEY": True,
         "AUTOTHROTTLE_ENABLED": False,
         "LOG_LEVEL": "WARNING",
@@ -120,6 +159,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--resolve-file", type=Path, help="JSON {host: ip} for named hosts")
     parser.add_argument("--concurrency", type=int, default=64, help="CONCURRENT_REQUESTS")
+    parser.add_argument("--delay", type=float, default=0.0, help="DOWNLOAD_DELAY, seconds")
     parser.add_argument("--stats-out", type=Path, help="write pages and Scrapy stats as JSON")
     args = parser.parse_args(argv)
 
@@ -129,7 +169,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     seeds = _lines(args.seeds_file)
     hosts = {h.lower() for h in _lines(args.hosts_file)}
 
-    process = CrawlerProcess(settings(args.concurrency, bool(RESOLVE)))
+    process = CrawlerProcess(settings(args.concurrency, bool(RESOLVE), args.delay))
     crawler = process.create_crawler(DemoSpider)
     process.crawl(crawler, seeds=seeds, hosts=hosts)
     process.start()

@@ -180,6 +180,7 @@ def print_result(result: Result, expected: int) -> None:
         f"({c.urls_fetched_twice_or_more} URLs), hosts without robots.txt fetch "
         f"{c.hosts_without_robots}, repeated robots.txt fetches {c.repeated_robots_fetches}, "
         f"non-200 {c.non_200 or 0}, overlapping requests to one host {c.overlapping_requests}"
+        f", requests closer than the delay {c.too_close}"
         f"  => {'EXACT' if c.exact else 'NOT EXACT'}"
     )
     for kind, urls in c.examples.items():
@@ -194,8 +195,9 @@ def median(values: Sequence[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
-def print_summary(results: list[Result], runs: int) -> dict[str, Any]:
-    """Medians per crawler over successful runs, and the Seine / Scrapy ratios."""
+def print_summary(results: list[Result], runs: int, delay: float = 0.0) -> dict[str, Any]:
+    """Medians per crawler over successful runs, the Seine / Scrapy ratios, and each
+    Seine as a share of the floor (the bare GET loop)."""
     by: dict[str, list[Result]] = defaultdict(list)
     for r in results:
         if r.ok:
@@ -217,7 +219,7 @@ def print_summary(results: list[Result], runs: int) -> dict[str, Any]:
         ("server CPU, s", lambda r: r.server_cpu_s, "{:,.1f}"),
         ("other processes, avg cores busy", lambda r: r.other_cores, "{:,.2f}"),
     ]
-    crawlers = [c for c in (*SEINE_ON, "scrapy") if by.get(c)]
+    crawlers = [c for c in (*SEINE_ON, "scrapy", "floor") if by.get(c)]
     seines = [c for c in crawlers if c in SEINE_ON]
     # one ratio column per Seine run beside Scrapy: Seine (Tansu) / Scrapy, Seine
     # (Kafka) / Scrapy
@@ -237,6 +239,18 @@ def print_summary(results: list[Result], runs: int) -> dict[str, Any]:
             line += f"{ratio:>19.2f}x"
             summary[name]["ratio" if c == "seine" else f"ratio_{c}"] = ratio
         print(line)
+    if "floor" in crawlers:
+        walls = summary["pages/s, wall (incl. startup)"]
+        crawl = summary["pages/s, crawl phase"]
+        for c in seines:
+            share_wall = walls[c] / walls["floor"] if walls["floor"] else float("nan")
+            share_crawl = crawl[c] / crawl["floor"] if crawl["floor"] else float("nan")
+            summary.setdefault("of_floor", {})[c] = {"wall": share_wall, "crawl": share_crawl}
+            print(
+                f"{c} as a share of the floor (a bare aiohttp GET loop, same politeness): "
+                f"{share_wall:.0%} of its pages/s whole process, {share_crawl:.0%} in the "
+                "crawl phase"
+            )
     if "seine" in summary.get("pages/s, wall (incl. startup)", {}) and by.get("seine-noindex"):
         walls = summary["pages/s, wall (incl. startup)"]
         crawl = summary["pages/s, crawl phase"]
@@ -261,8 +275,9 @@ def print_summary(results: list[Result], runs: int) -> dict[str, Any]:
         print(f"{r.crawler} run {r.run} FAILED (excluded above)")
     print(
         "Note: Seine also stores every page (WARC + RocksDB index) and runs a Kafka-protocol\n"
-        "broker; Scrapy only counts pages. Both: one request in flight per host, no delay,\n"
-        "robots.txt obeyed.",
+        "broker; Scrapy only counts pages; the floor knows every URL up front. All: one\n"
+        f"request in flight per host, {delay:g} s between a host's requests, robots.txt\n"
+        "fetched.",
         flush=True,
     )
     return summary

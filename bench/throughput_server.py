@@ -13,6 +13,7 @@ from typing import Any
 import psutil
 
 from streams.demo.nginx import NginxServer, nginx_binary, start_nginx
+from streams.demo.protocol import Quirks
 from streams.demo.server import (
     ServerProcess,
     read_request_log,
@@ -67,8 +68,15 @@ class Site:
             return float("nan")
 
 
-def start_site(spec: WebSpec, kind: str, workdir: Path) -> Site:
-    """Serve spec with nginx ("nginx", or "auto" when installed) or the Python server."""
+def start_site(
+    spec: WebSpec, kind: str, workdir: Path, latency: dict[str, float] | None = None
+) -> Site:
+    """Serve spec with nginx ("nginx", or "auto" when installed) or the Python server;
+    `latency` (host -> seconds added to each of its responses) needs the Python server."""
+    if latency:
+        if kind == "nginx":
+            raise SystemExit("--server nginx cannot delay responses: use --server python")
+        kind = "python"
     if kind in ("auto", "nginx") and nginx_binary() is None:
         if kind == "nginx":
             raise SystemExit(
@@ -86,7 +94,10 @@ def start_site(spec: WebSpec, kind: str, workdir: Path) -> Site:
         nginx: NginxServer = start_nginx(spec, workdir / "nginx", workers=2)
         return Site("nginx", nginx.web, nginx.read_log, nginx.stop, nginx.process.pid, 0.0015)
     log = workdir / "requests.jsonl"
-    server: ServerProcess = start_server_process(spec, log, workdir, prerender=True)
+    quirks = Quirks(latency=dict(latency or {}))
+    server: ServerProcess = start_server_process(
+        spec, log, workdir, prerender=True, extra_args=quirks.to_args()
+    )
     return Site(
         "python (prerendered)",
         server.web,
@@ -117,6 +128,8 @@ class Check:
     repeated_robots_fetches: int = 0
     non_200: dict[str, int] = field(default_factory=dict)
     overlapping_requests: int = 0
+    #: Requests to a host started less than the politeness delay after its previous one.
+    too_close: int = 0
     examples: dict[str, list[str]] = field(default_factory=dict)
 
     @property
@@ -134,8 +147,10 @@ def referee(
     expected: set[str],
     disallowed: set[str],
     tolerance: float,
+    delay: float = 0.0,
 ) -> Check:
-    """Judge a crawl by the server's requests: every expected page once, nothing else."""
+    """Judge a crawl by the server's requests: every expected page once, nothing else;
+    requests to a host at least `delay` apart (start to start)."""
     check = Check()
     if not records:
         check.missing = len(expected)
@@ -172,11 +187,13 @@ def referee(
     check.non_200 = dict(statuses)
     for spans in by_host.values():
         spans.sort()
-        busy_until = spans[0][1]
+        busy_until, previous = spans[0][1], spans[0][0]
         for start, end in spans[1:]:
             if start < busy_until - tolerance:
                 check.overlapping_requests += 1
-            busy_until = max(busy_until, end)
+            if delay and start - previous < delay - tolerance:
+                check.too_close += 1
+            busy_until, previous = max(busy_until, end), start
     check.examples = {
         "missing": sorted(missing)[:5],
         "extra": sorted(extra)[:5],
