@@ -116,8 +116,8 @@ class Web:
 
 WEBS = {
     "dense": Web(200, 100),
-    "wide": Web(2000, 10, delay=0.5, concurrency=1024),
-    "slow": Web(200, 50, latency=(0.1, 0.3), concurrency=200),
+    "wide": Web(2000, 10, delay=0.5, concurrency=128),
+    "slow": Web(200, 50, latency=(0.1, 0.3)),
 }
 
 
