@@ -6,11 +6,11 @@ store. The parent process pushes the seeds, and decides when the crawl is idle
 from the workers' status files: a message sent by one worker is handled by
 another, so only the sums over all workers balance. Idle means, summed over
 workers, every message sent to a consumed topic has been handled, nothing is
-queued (or the page budget is spent), nothing is in flight or unsent, and no
-worker is rebalancing — continuously for `IDLE_SECONDS`, confirmed by a status
-each worker wrote after the idle period began (`idle_confirmed`); and, by offsets,
-every message delivered (seeds, workers' sends) is handled by some worker
-(`caught_up`).
+queued (or the page budget is spent), nothing is in flight or unsent, no
+worker is rebalancing and every host partition is held by a worker — continuously
+for `IDLE_SECONDS`, confirmed by a status each worker wrote after the idle period
+began (`idle_confirmed`); and, by offsets, every message delivered (seeds,
+workers' sends) is handled by some worker (`caught_up`).
 """
 
 from __future__ import annotations
@@ -111,12 +111,26 @@ def caught_up(statuses: list[dict[str, Any]], seeds_upto: dict[tuple[str, int], 
     return offsets_handled(delivered, handled)
 
 
+def unowned(statuses: list[dict[str, Any]], partitions: int) -> set[int]:
+    """The host partitions no worker holds, by the workers' statuses."""
+    held: set[int] = set()
+    for status in statuses:
+        held.update(status.get("partitions") or ())
+    return set(range(partitions)) - held
+
+
 def globally_idle(
     statuses: list[dict[str, Any]],
     seeds_sent: int,
     seeds_upto: dict[tuple[str, int], int] | None = None,
+    partitions: int | None = None,
 ) -> bool:
+    """Idle, summed over the workers (see the module's docstring); with `partitions`,
+    also every host partition held by some worker: a partition whose worker died is
+    not idle but unowned until the group gives it to another, its queue unseen."""
     if any(status["busy"] or status["rebalancing"] for status in statuses):
+        return False
+    if partitions is not None and unowned(statuses, partitions):
         return False
     sent, done = totals(statuses, seeds_sent)
     if not all(done[name] >= count for name, count in sent.items() if name not in UNCONSUMED):
@@ -440,7 +454,7 @@ def run_workers(
                 print(stall_report(ready, missing, STALL_SECONDS), file=sys.stderr, flush=True)
             if not until_idle:
                 continue
-            if globally_idle(ready, len(seeds), seeds_upto):
+            if globally_idle(ready, len(seeds), seeds_upto, settings.kafka.partitions):
                 now = time.time()
                 if idle_since is None:
                     idle_since = now

@@ -16,6 +16,7 @@ from streams.ops.multiworker import (
     idle_confirmed,
     stall_report,
     totals,
+    unowned,
 )
 
 
@@ -417,3 +418,14 @@ def test_a_skip_that_keeps_coming_back_is_left_to_the_held_commit() -> None:
         ("link-extract", 7),
         ("link-extract", 9),
     ]
+
+
+def test_not_idle_while_a_host_partition_has_no_worker() -> None:
+    """A worker died and its replacement has not joined yet: the survivor holds its
+    own partitions and has nothing to do, but the dead worker's queue waits unseen."""
+    statuses = [status({}, {}, partitions=[0, 1]), status({}, {}, partitions=[])]
+    assert globally_idle(statuses, 0)  # no partition count: not checked
+    assert not globally_idle(statuses, 0, partitions=4)
+    assert unowned(statuses, 4) == {2, 3}
+    statuses[1]["partitions"] = [2, 3]
+    assert globally_idle(statuses, 0, partitions=4)
