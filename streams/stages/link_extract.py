@@ -100,6 +100,8 @@ def _handle(
         body = page["body"]
         digest = digest_of(parsed)
         stored: tuple[str, float] | None = None
+        #: this capture's body read back from the store: it is stored already
+        restored = False
         previous: Any = UNREAD
         duplicate: Mapping[str, Any] | None = parsed.get("duplicate_of")
         if duplicate and store.fetched_since(url, page["fetched_at"]):
@@ -121,7 +123,7 @@ def _handle(
         if duplicate is SAME_CAPTURE or duplicate:  # (SAME_CAPTURE is an empty dict)
             handoff.discard(url, digest)  # its bytes are stored already: not needed
         elif body is None:
-            body = handoff.take(url, digest)
+            body, restored = _take_body(handoff, store, page, digest)
             if body is None:
                 _refetch(ctx, out, parsed, revisits)
                 continue  # nothing of it now: the refetch brings it here again
@@ -141,8 +143,9 @@ def _handle(
                 if not parsed["links"]:
                     continue  # its links are that page's
         else:
-            writes.append(_page_write(parsed, headers, body, stored, near))
             assert body is not None  # (a first copy's body was taken above)
+            # stored already (`restored`): its document still goes out
+            writes += [] if restored else [_page_write(parsed, headers, body, stored, near)]
             _document(ctx, out, parsed, body, digest, near is not None, anchors)
         if parsed["nofollow"] or (near and not ctx.settings.crawl.near_dup_extract_links):
             continue
@@ -153,6 +156,23 @@ def _handle(
     if revisits is not None:
         _record_visits(revisits, visits)
     return emitted
+
+
+def _take_body(
+    handoff: Any, store: PageStore, page: CapturedPage, digest: str
+) -> tuple[bytes | None, bool]:
+    """The page's body from the hand-off cache, or else, when the store has this very
+    capture already, from the store: (body or None, read from the store).
+
+    The store has it when a worker stored it and was killed, or lost the partition,
+    before the message's offset was committed: the message is read again where the
+    hand-off cache never held the body. Links and document come from the stored copy;
+    fetching the page again would store it twice."""
+    body = handoff.take(page["url"], digest)
+    if body is not None or not store.fetched_since(page["url"], page["fetched_at"]):
+        return body, False
+    capture = store.get(page["url"])
+    return (capture.body, True) if capture is not None else (None, False)
 
 
 def _repeated_urls(pages: list[ParsedPage]) -> set[str]:
