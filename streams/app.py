@@ -217,7 +217,7 @@ def _anchors(seine: SeineApp, table: Any, revisits: RevisitSchedule) -> AnchorsS
 
     # checked often (a cheap test): when anchors stop coming the crawl's end waits for
     # these resends, RESEND_BATCH a tick
-    @seine.app.timer(min(0.1, settings.crawl.anchor_refresh_interval / 2))
+    @seine.app.timer(max(0.02, min(0.1, settings.crawl.anchor_refresh_interval / 2)))
     async def resend_documents() -> None:
         if stage.due():
             stage.refresh(out)
