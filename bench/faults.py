@@ -17,7 +17,7 @@ The scenarios (--scenario; each round is one fault, --kills rounds, --every apar
 With --broker kafka the harness starts its own --nodes node Apache Kafka
 (streams/kafka/local.py); by default it runs on the embedded Tansu. The same runs,
 smaller, are tests: tests/integration/test_faults.py (Tansu, worker kills) and
-tests/integration/test_kafka_faults.py (3-node Kafka, each scenario). Exit status 1
+tests/integration/test_kafka_faults.py (3-node Kafka: leader, and all). Exit status 1
 when a property below does not hold; the report is printed as JSON.
 
 * every reachable allowed page is stored, and each URL has exactly one response record
