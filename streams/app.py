@@ -54,6 +54,7 @@ from streams.stages.context import StageContext
 from streams.stages.fetch import FetchStage
 from streams.stages.indexer import IndexerStage
 from streams.store.pagestore import PageStore
+from streams.store.storeset import SiblingStores
 from streams.tables.produced import FRONTIER_STORE_OPTIONS, ProducedTable
 from streams.tables.registry import RegistryTable
 from streams.web.observe import register_observe
@@ -175,7 +176,8 @@ def create_app(settings: Settings) -> SeineApp:
         revisits=revisits,
         claim=the_frontier.claim,
     )
-    seine = SeineApp(app, settings, ctx, the_frontier, store, fetch_stage)
+    siblings = SiblingStores(store.path)
+    seine = SeineApp(app, settings, ctx, the_frontier, store, fetch_stage, siblings)
     loop = CrawlLoop(seine, tables, revisits)
     stages = {stage.name: stage for stage in _stages(seine, tables, revisits, loop)}
     if settings.crawl.index:
@@ -370,7 +372,9 @@ def _stages(
         seine.fetch,
         parse.ParseStage(ctx),
         dedup.DedupStage(ctx, tables["fingerprints"], tables["simhash-bands"]),
-        link_extract.LinkExtractStage(ctx, seine.store, revisits, tables["anchors"]),
+        link_extract.LinkExtractStage(
+            ctx, seine.store, revisits, tables["anchors"], siblings=seine.siblings
+        ),
         url_filter.UrlFilterStage(filter_config, tables["scope"], tables["sites"]),
         _anchors(seine, tables["anchors"], revisits),
     ]
@@ -450,6 +454,7 @@ def run_worker(seine: SeineApp) -> int:
             report_crash(seine.settings, worker.crash_reason)
             seine.exit_code = 1
         seine.store.close()
+        seine.siblings.close()
         if seine.indexer is not None:
             seine.indexer.close()
         seine.ctx.producer.close()

@@ -54,6 +54,7 @@ from urllib.parse import urlsplit
 
 from streams.core.frontier_leases import Leases
 from streams.core.frontier_model import (
+    FETCHED_ALREADY,
     MAX_ERROR_BACKOFF,
     MAX_RETRIES,
     PARK_AFTER_ERRORS,
@@ -79,6 +80,7 @@ from streams.core.frontier_model import (
 from streams.core.frontier_queues import LAZY_MOVES
 
 __all__ = [
+    "FETCHED_ALREADY",
     "LAZY_MOVES",
     "MAX_ERROR_BACKOFF",
     "MAX_RETRIES",
@@ -118,6 +120,10 @@ class Frontier(Leases):
     ) -> None:
         super().__init__(hosts, queue, policy, partition_of, clock, write_back, lazy_moves)
         self.pages_dispatched = 0
+        #: `fetched_already(url)`: does the URL registry record a fetch of `url`? Asked
+        #: of each page queued without ``again`` when its turn comes (`enqueue`);
+        #: None: not asked.
+        self.fetched_already: Callable[[str], bool] | None = None
         #: (tier, sequence) of the URL the last enqueue() queued: the URL registry keeps
         #: it in the URL's state, so a later re-tier finds the item without a scan.
         self.last_slot: tuple[int, int] = (0, 0)
@@ -133,6 +139,8 @@ class Frontier(Leases):
         inlinks: int = 1,
         kind: str = "page",
         within_budget: bool = True,
+        unless_stored_since: float | None = None,
+        again: bool = False,
     ) -> Decision | None:
         """Append a URL (already canonical and new) to its host's queue, in its tier.
 
@@ -140,6 +148,16 @@ class Frontier(Leases):
         Returns the decision not to, when the host is over one of its trap budgets
         (``within_budget`` False: queue it anyway, for a page fetched once already
         whose body was lost on the way to the page store).
+
+        ``unless_stored_since`` (a time): when its turn comes, the URL is not fetched
+        if a page store holds a capture of it fetched at or after that time (the
+        frontier's `stored_since`), and a ``fetched-already`` decision is logged: a
+        refetch after a hand-off miss whose capture another path stored meanwhile.
+
+        ``again``: a page to fetch again (a recrawl, a re-feed). Any other page is not
+        fetched when its turn comes if it was fetched already (the frontier's
+        `fetched_already`, the URL registry): a second copy of a URL in its host's
+        queue, after a kill kept the queue's record of it and lost the registry's.
         """
         authority = authority_of(url)
         state = self._get(authority)
@@ -172,6 +190,10 @@ class Frontier(Leases):
         item: QueueItem = {"url": url, "depth": depth, "priority": priority, "tier": tier}
         if kind != "page":  # hook (sitemaps): only non-pages carry it, items stay small
             item["kind"] = kind
+        if unless_stored_since is not None:
+            item["unless_stored"] = unless_stored_since
+        if again:
+            item["again"] = 1
         self.queue[queue_key(authority, tier, tail)] = item
         state["tails"][tier] = tail + 1
         self._put(authority, state)
@@ -317,6 +339,25 @@ class Frontier(Leases):
                 dispatches.append(dispatch)
         return dispatches, decisions
 
+    def _done_already(self, item: QueueItem) -> str:
+        """Why a queued page is not fetched ("": it is): a refetch whose capture got
+        stored meanwhile, or a page not marked ``again`` whose fetch is recorded (see
+        `enqueue`)."""
+        if item.get("kind", "page") != "page":
+            return ""
+        since = item.get("unless_stored")
+        if since is not None:
+            stored_since = self.stored_since
+            if stored_since is not None and stored_since(str(item["url"]), float(since)):
+                return f"a capture fetched at or after {float(since):.3f} is stored"
+            return ""
+        fetched_already = self.fetched_already
+        if item.get("again") or fetched_already is None:
+            return ""
+        if fetched_already(str(item["url"])):
+            return "fetched already: a second copy in the host's queue"
+        return ""
+
     def budget_exhausted(self) -> bool:
         return bool(self.policy.max_pages) and self.pages_dispatched >= self.policy.max_pages
 
@@ -436,6 +477,12 @@ class Frontier(Leases):
                         int(item["depth"]),
                     )
                 )
+                continue
+            why = self._done_already(item)
+            if why:
+                self._unqueue(key)
+                depth = int(item["depth"])
+                decisions.append(Decision(item["url"], authority, FETCHED_ALREADY, why, depth))
                 continue
             self.pages_dispatched += 1
             state["pages"] = int(state.get("pages", 0)) + 1

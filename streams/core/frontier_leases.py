@@ -55,8 +55,11 @@ class Leases(TieredQueues):
         #: Busy hosts an adoption found, until their completion comes: when the grace
         #: for it runs out (`due` then does the fetch again).
         self._adopted: dict[str, float] = {}
-        #: The adoption's `stored_since`, asked again when a grace runs out.
-        self._stored_since: Callable[[str, float], bool] | None = None
+        #: `stored_since(url, t)`: is a page of `url` fetched at or after `t` stored?
+        #: (the page stores; None: not known). Asked of a fetch in flight at an
+        #: adoption, again when its grace runs out, and of a queued refetch
+        #: (`Frontier.enqueue`, its ``unless_stored_since``).
+        self.stored_since: Callable[[str, float], bool] | None = None
         #: Busy hosts are few (at most the fetches in flight), so their leases live in memory.
         self._busy: dict[str, HostState] = {}
         #: The dispatch (its ``dispatched_at``) whose request the fetch stage has started,
@@ -105,7 +108,8 @@ class Leases(TieredQueues):
         """
         pq = self._partitions.setdefault(partition, PartitionQueue())
         now = self.clock()
-        self._stored_since = stored_since
+        if stored_since is not None:
+            self.stored_since = stored_since
         for authority, state in states:
             if self.partition_of(authority) != partition:
                 continue
@@ -134,7 +138,7 @@ class Leases(TieredQueues):
 
     def _stored_already(self, state: HostState) -> bool:
         """Whether the page of the busy host's fetch in flight is stored (`adopt`)."""
-        inflight, stored_since = state.get("inflight"), self._stored_since
+        inflight, stored_since = state.get("inflight"), self.stored_since
         if not inflight or state.get("robots") == ROBOTS_PENDING or stored_since is None:
             return False
         if stored_since(str(inflight.get("url", "")), float(state["busy"])):

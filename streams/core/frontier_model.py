@@ -145,6 +145,10 @@ class Dispatch:
     slot: tuple[int, int] | None = None
 
 
+#: The outcome of a queued refetch not done: a capture of it was stored meanwhile.
+FETCHED_ALREADY = "fetched-already"
+
+
 @dataclass
 class Decision:
     """A URL the frontier decided not to fetch, for the crawl log."""

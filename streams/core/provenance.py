@@ -19,7 +19,8 @@ class Via(StrEnum):
     #: Re-fed: fetch it again when its revisit time has come.
     RECRAWL_WHEN_DUE = "recrawl-when-due"
     #: Re-fed by link-extract: its body was not in the hand-off cache; fetched again
-    #: now whatever the host's trap budgets say.
+    #: now whatever the host's trap budgets say, unless the capture is stored by
+    #: then. Sent as "recrawl:handoff@" + the capture's fetch time (`handoff_refeed`).
     REFEED_HANDOFF = "recrawl:handoff"
     #: Re-fed by `seine replay`: a recrawl, not a new link.
     REPLAY = "recrawl:replay"
@@ -33,3 +34,20 @@ class Via(StrEnum):
     RESUME = "resume"
     #: A prefix: "redirect:" + the URL that answered with a redirect to this one.
     REDIRECT = "redirect:"
+
+
+def handoff_refeed(fetched_at: float) -> str:
+    """The ``via`` of link-extract's refetch of a capture fetched at `fetched_at`."""
+    return f"{Via.REFEED_HANDOFF}@{fetched_at!r}"
+
+
+def handoff_refeed_since(via: str | None) -> float | None:
+    """The capture's fetch time of a hand-off refetch's ``via``: 0.0 when it names
+    none (a message from before it did), None when `via` is not such a refetch."""
+    if not via or not via.startswith(Via.REFEED_HANDOFF):
+        return None
+    _, _, since = via[len(Via.REFEED_HANDOFF) :].partition("@")
+    try:
+        return float(since) if since else 0.0
+    except ValueError:
+        return 0.0

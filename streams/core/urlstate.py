@@ -24,7 +24,7 @@ from typing import Any
 
 import orjson
 
-from streams.core.frontier import Decision, Dispatch, tier_for
+from streams.core.frontier import FETCHED_ALREADY, Decision, Dispatch, tier_for
 from streams.core.provenance import Via
 from streams.core.records import FetchCompletion
 
@@ -126,6 +126,9 @@ class StateUpdates:
                 {"s": "queued", "at": round(at, 3), "retry": decision.reason},
                 merge=True,
             )
+        elif decision.outcome == FETCHED_ALREADY:
+            # a refetch not done: the page is stored (its earlier state stays)
+            self._set(decision.url, {"s": "fetched", "at": round(at, 3)}, merge=True)
         elif decision.outcome == "backoff":
             # The page's own fetch failed (its completion said how); the host waits.
             self._set(decision.url, {"s": "failed", "backoff": decision.reason}, merge=True)

@@ -33,6 +33,7 @@ from streams.stages import frontier
 from streams.stages.context import Outbox, StageContext
 from streams.stages.fetch import FetchStage
 from streams.store.pagestore import PageStore
+from streams.store.storeset import held_anywhere, stored_anywhere
 
 log = logging.getLogger("seine")
 
@@ -59,6 +60,13 @@ class CrawlLoop:
         self.frontier: Frontier = seine.frontier
         self.fetch: FetchStage = seine.fetch
         self.store: PageStore = seine.store
+        #: An adopted fetch in flight whose page is in this worker's store, or in
+        #: the store of the partition's previous owner, is not done again.
+        self.stored_since = stored_anywhere(self.store, seine.siblings)
+        self.frontier.stored_since = self.stored_since  # (and of a refetch queued)
+        self.frontier.fetched_already = frontier.fetched_in(
+            tables["seen"], held_anywhere(self.store, seine.siblings)
+        )
         self.tables = tables
         self.revisits = revisits
         self.frontier_topic = topology.topic_name(self.settings.app_id, topology.FRONTIER)
@@ -104,7 +112,7 @@ class CrawlLoop:
                 tables["revisits"].items() if settings.crawl.recrawl else (),
                 dispatch=self.seine.dispatching,
                 registry=tables["seen"],
-                stored_since=self.store.fetched_since,
+                stored_since=self.stored_since,
                 dispatched=dispatched,
             )
         if dispatched:
@@ -213,6 +221,7 @@ class CrawlLoop:
         """The fetch partitions this worker now holds: their dispatches start here at
         once (topology.LOCAL_PATHS)."""
         assigned: set[Any] = args[0]
+        self.seine.siblings.expire()  # what their previous owners stored: seen from now
         self.fetch.local_partitions |= {
             tp.partition for tp in assigned if tp.topic == self.fetch_topic
         }

@@ -21,6 +21,7 @@ from streams.settings import Settings
 from streams.stages.context import StageContext
 from streams.stages.fetch import FetchStage
 from streams.store.pagestore import PageStore
+from streams.store.storeset import SiblingStores
 
 log = logging.getLogger("seine")
 
@@ -35,6 +36,9 @@ class SeineApp:
     frontier: Frontier
     store: PageStore
     fetch: FetchStage
+    #: The other workers' page stores, asked when this worker's own has no page a
+    #: partition's previous owner may have stored (streams/store/storeset.py).
+    siblings: SiblingStores
     until_idle: bool = False
     initial_seeds: list[str] = field(default_factory=list)
     exit_code: int = 0

@@ -27,13 +27,15 @@ from streams import codec
 from streams.core.anchors import anchor_texts
 from streams.core.documents import Outlink
 from streams.core.freshness import UNREAD, RevisitSchedule
+from streams.core.provenance import handoff_refeed
 from streams.core.records import CapturedPage, NearDuplicateOf, ParsedBatch, ParsedPage
 from streams.core.simhash import to_unsigned
 from streams.core.urls import host_of, resolve, resolve_and_canonicalize, site_key
-from streams.stages import documents, recrawl
+from streams.stages import documents
 from streams.stages.context import Outbox, StageContext, crawl_log_record
 from streams.stages.dedup import digest_of, size_of
 from streams.store.pagestore import PageStore
+from streams.store.storeset import SiblingStores
 from streams.store.warc import payload_digest
 
 log = logging.getLogger("seine.link-extract")
@@ -55,6 +57,7 @@ def handle(
     out: Outbox,
     revisits: RevisitSchedule | None = None,
     anchors: Mapping[str, Any] | None = None,
+    siblings: SiblingStores | None = None,
 ) -> int:
     """Store every page of the batch with one index write batch; returns links emitted.
 
@@ -68,7 +71,7 @@ def handle(
     """
     taken: dict[int, bytes] = {}
     try:
-        return _handle(ctx, batch, store, out, revisits, taken, anchors)
+        return _handle(ctx, batch, store, out, revisits, taken, anchors, siblings)
     except Exception as exc:
         exc.dead_letter_value = _with_bodies(ctx, batch, taken)  # type: ignore[attr-defined]
         raise
@@ -82,6 +85,7 @@ def _handle(
     revisits: RevisitSchedule | None,
     taken: dict[int, bytes],
     anchors: Mapping[str, Any] | None,
+    siblings: SiblingStores | None,
 ) -> int:
     handoff = ctx.handoff
     writes: list[dict[str, Any]] = []
@@ -123,7 +127,7 @@ def _handle(
         if duplicate is SAME_CAPTURE or duplicate:  # (SAME_CAPTURE is an empty dict)
             handoff.discard(url, digest)  # its bytes are stored already: not needed
         elif body is None:
-            body, restored = _take_body(handoff, store, page, digest)
+            body, restored = _take_body(handoff, store, page, digest, siblings)
             if body is None:
                 _refetch(ctx, out, parsed, revisits)
                 continue  # nothing of it now: the refetch brings it here again
@@ -159,19 +163,27 @@ def _handle(
 
 
 def _take_body(
-    handoff: Any, store: PageStore, page: CapturedPage, digest: str
+    handoff: Any,
+    store: PageStore,
+    page: CapturedPage,
+    digest: str,
+    siblings: SiblingStores | None = None,
 ) -> tuple[bytes | None, bool]:
-    """The page's body from the hand-off cache, or else, when the store has this very
-    capture already, from the store: (body or None, read from the store).
+    """The page's body from the hand-off cache, or else, when a page store has this
+    very capture already, from that store: (body or None, read from a store).
 
-    The store has it when a worker stored it and was killed, or lost the partition,
+    A store has it when a worker stored it and was killed, or lost the partition,
     before the message's offset was committed: the message is read again where the
-    hand-off cache never held the body. Links and document come from the stored copy;
-    fetching the page again would store it twice."""
-    body = handoff.take(page["url"], digest)
-    if body is not None or not store.fetched_since(page["url"], page["fetched_at"]):
+    hand-off cache never held the body. That worker is this one (a restart), or
+    another (`siblings`: the partition moved). Links and document come from the
+    stored copy; fetching the page again would store it twice."""
+    url, fetched_at = page["url"], page["fetched_at"]
+    body = handoff.take(url, digest)
+    if body is not None:
         return body, False
-    capture = store.get(page["url"])
+    capture = store.get(url) if store.fetched_since(url, fetched_at) else None
+    if capture is None and siblings is not None:
+        capture = siblings.capture_since(url, fetched_at)
     return (capture.body, True) if capture is not None else (None, False)
 
 
@@ -420,10 +432,12 @@ def _refetch(
 ) -> None:
     """A first copy whose body parse kept in another worker's memory, or in this one's
     before a restart or an eviction: fetch it again (a re-feed to the frontier of its
-    host, unconditional and outside the host's trap budgets: `recrawl.Via.REFEED_HANDOFF`)
-    and say so in the crawl log. Nothing of it is stored or followed now; its revisit
-    record is left naming the capture stored before, without the validators, so the
-    refetch cannot be answered 304 against that older capture."""
+    host, outside the host's trap budgets: `Via.REFEED_HANDOFF`) and say so in the
+    crawl log. The frontier skips the fetch if this capture is stored by the time it
+    is due: after a rebalance the message that carried the body to parse is often read
+    again by this worker, and stores the page itself. Nothing of it is stored or
+    followed now; its revisit record is left naming the capture stored before, without
+    the validators, so the refetch cannot be answered 304 against that older capture."""
     page = parsed["page"]
     url = page["url"]
     log.warning("link-extract: %s: %s", url, HANDOFF_MISS_REASON)
@@ -436,7 +450,7 @@ def _refetch(
             "url": url,
             "depth": page["depth"],
             "priority": 0,
-            "via": recrawl.Via.REFEED_HANDOFF,
+            "via": handoff_refeed(page["fetched_at"]),
             "inlinks": 1,
             "kind": "page",
         },
@@ -486,8 +500,11 @@ class LinkExtractStage:
         store: PageStore,
         revisits: RevisitSchedule | None,
         anchors: Mapping[str, Any] | None = None,
+        *,
+        siblings: SiblingStores | None = None,
     ) -> None:
         self.ctx, self.store, self.revisits, self.anchors = ctx, store, revisits, anchors
+        self.siblings = siblings
 
     def step(self, partition: int, batch: ParsedBatch, out: Outbox) -> None:
-        handle(self.ctx, batch, self.store, out, self.revisits, self.anchors)
+        handle(self.ctx, batch, self.store, out, self.revisits, self.anchors, self.siblings)

@@ -26,7 +26,7 @@ import topology
 from streams import codec
 from streams.core.freshness import Record, RevisitSchedule
 from streams.core.frontier import Frontier
-from streams.core.provenance import Via
+from streams.core.provenance import Via, handoff_refeed_since
 from streams.core.records import FrontierEvent, UrlCandidate
 
 
@@ -56,14 +56,23 @@ def handle(
         via = candidate.get("via")
         if not is_refeed(via):
             rest.append(candidate)
-        elif via == Via.REFEED_HANDOFF:
+        elif (since := handoff_refeed_since(via)) is not None:
+            # not fetched if the capture gets stored meanwhile: the message that
+            # carried its body, read again by this worker after a rebalance
             frontier.enqueue(
-                candidate["url"], candidate["depth"], candidate["priority"], within_budget=False
+                candidate["url"],
+                candidate["depth"],
+                candidate["priority"],
+                within_budget=False,
+                unless_stored_since=since or None,
+                again=True,
             )
         elif revisits.refeed(candidate["url"], when_due=via == Via.RECRAWL_WHEN_DUE):
-            frontier.enqueue(candidate["url"], candidate["depth"], candidate["priority"])
+            frontier.enqueue(
+                candidate["url"], candidate["depth"], candidate["priority"], again=True
+            )
     for url, depth in revisits.due(partition, MAX_DUE_PER_EVENT):
-        frontier.enqueue(url, depth)
+        frontier.enqueue(url, depth, again=True)
     return rest
 
 

@@ -10,11 +10,16 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import logging
+import time
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import TextIO
 
 from streams.store.pagestore import Capture, PageStore
+
+log = logging.getLogger("seine.store")
 
 
 def store_paths(data_dir: str | Path) -> list[Path]:
@@ -117,3 +122,105 @@ class StoreSet:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+class SiblingStores:
+    """The page stores of the other workers of a `--workers N` data dir, read-only.
+
+    A partition's previous owner (killed, or handing it over at a rebalance) stores a
+    page in *its* store before its completion reaches the frontier's changelog and
+    before the offsets of the messages that carried it are committed. The new owner,
+    asking only its own store, fetched such a page again: the frontier adopting a
+    fetch that was in flight, and link-extract reading a parse message again whose body
+    its hand-off cache never held. Both ask these stores when their own has no capture.
+
+    A read-only open sees its store as of the open, so the stores are opened again
+    once the last open is `max_age` seconds old: a partition moves only after a
+    rebalance of seconds, during which its previous owner has stopped writing. Only a
+    worker that misses opens them. Workers on other machines (a cluster) have no store
+    here: only the own store is asked then.
+    """
+
+    def __init__(
+        self,
+        own: Path,
+        max_age: float = 0.5,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.own = own.resolve()
+        self.max_age = max_age
+        self.clock = clock
+        self._stores: list[PageStore] = []
+        self._opened_at: float | None = None
+
+    def paths(self) -> list[Path]:
+        """The other stores under this worker's data dir's parent (none when this
+        store is not a worker's: a one-worker crawl)."""
+        worker_dir = self.own.parent
+        if not worker_dir.name.startswith("worker-"):
+            return []
+        return [path for path in store_paths(worker_dir.parent) if path.resolve() != self.own]
+
+    def fetched_since(self, url: str, since: float) -> bool:
+        """Does another worker's store hold a capture of `url` fetched at or after `since`?"""
+        return self._holding(url, since) is not None
+
+    def capture_since(self, url: str, since: float) -> Capture | None:
+        """The latest capture of `url` in the store of another worker that holds one
+        fetched at or after `since` (None: none does)."""
+        store = self._holding(url, since)
+        return store.get(url) if store is not None else None
+
+    def __contains__(self, url: str) -> bool:
+        """Does another worker's store hold any capture of `url`, as of the last open
+        after the last `expire` (a rebalance: what a partition's previous owner wrote
+        is written before this worker holds it)? Asked of each page the frontier
+        dispatches, so the stores are not opened again on age."""
+        if self._opened_at is None:
+            self._refresh()
+        return any(url in store for store in self._stores)
+
+    def expire(self) -> None:
+        """Open the stores again at the next question (partitions were assigned)."""
+        self._opened_at = None
+
+    def _holding(self, url: str, since: float) -> PageStore | None:
+        self._refresh()
+        return next((store for store in self._stores if store.fetched_since(url, since)), None)
+
+    def _refresh(self) -> None:
+        now = self.clock()
+        if self._opened_at is not None and now - self._opened_at < self.max_age:
+            return
+        self.close()
+        for path in self.paths():
+            try:
+                self._stores.append(PageStore(path, read_only=True))
+            except Exception as exc:  # a store being created, or gone: not asked
+                log.warning("store: cannot read the page store %s: %s", path, exc)
+        self._opened_at = now
+
+    def close(self) -> None:
+        for store in self._stores:
+            store.close()
+        self._stores = []
+        self._opened_at = None
+
+
+def held_anywhere(own: PageStore, siblings: SiblingStores) -> Callable[[str], bool]:
+    """Whether this worker's store, or another worker's (`SiblingStores.__contains__`),
+    holds any capture of a URL."""
+
+    def held(url: str) -> bool:
+        return url in own or url in siblings
+
+    return held
+
+
+def stored_anywhere(own: PageStore, siblings: SiblingStores) -> Callable[[str, float], bool]:
+    """`fetched_since` over this worker's store, then the other workers' stores."""
+
+    def stored_since(url: str, since: float) -> bool:
+        return own.fetched_since(url, since) or siblings.fetched_since(url, since)
+
+    return stored_since

@@ -22,6 +22,7 @@ def _seine() -> tuple[SeineApp, Any]:
         frontier=None,  # type: ignore[arg-type]
         store=None,  # type: ignore[arg-type]
         fetch=parts.fetch,  # type: ignore[arg-type]
+        siblings=None,  # type: ignore[arg-type]
     )
     return seine, parts
 

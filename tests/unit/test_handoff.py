@@ -18,15 +18,17 @@ from warcio.archiveiterator import ArchiveIterator
 import topology
 from streams import codec
 from streams.core.freshness import RevisitPolicy, RevisitSchedule
-from streams.core.frontier import Frontier, Politeness
+from streams.core.frontier import FETCHED_ALREADY, Frontier, Politeness
 from streams.core.handoff import ENTRY_OVERHEAD, HandoffCache
 from streams.core.partitioning import partition_for
 from streams.core.poison import Limits
+from streams.core.provenance import handoff_refeed, handoff_refeed_since
 from streams.core.records import FetchedPage, FrontierEvent, UrlCandidate
 from streams.settings import Settings
 from streams.stages import dedup, link_extract, parse, recrawl
 from streams.store.pagestore import PageStore
 from streams.store.warc import payload_digest
+from tests.unit.frontier_helpers import Clock as FrontierClock
 
 # -- the cache -------------------------------------------------------------------------
 
@@ -309,7 +311,10 @@ def test_a_body_not_in_the_cache_is_fetched_again_and_logged(tmp_path: Path) -> 
     assert ctx.handoff.stats.missed == 3
     assert all("hand-off cache" in r["reason"] and r["stage"] == "link-extract" for r in missed)
     for partition, _, item in out.frontier:
-        assert item["via"] == recrawl.Via.REFEED_HANDOFF and recrawl.is_refeed(item["via"])
+        assert item["via"].startswith(recrawl.Via.REFEED_HANDOFF) and recrawl.is_refeed(item["via"])
+        assert handoff_refeed_since(item["via"]) == next(
+            p["fetched_at"] for p in pages() if p["url"] == item["url"]
+        )  # the capture to skip the refetch for, if it gets stored meanwhile
         assert partition == ctx.url_partition(item["url"]) and item["depth"] == 1
     # no revisit record names a capture that was not stored, nor the links of one
     assert revisits.record("http://a.test/1") is None
@@ -419,3 +424,41 @@ def test_a_failed_batch_goes_to_dead_letters_with_its_bodies(tmp_path: Path) -> 
     store.close()
     kept = codec.decode("parsed_batch", failure.value.dead_letter_value)  # type: ignore[attr-defined]
     assert [p["page"]["body"] for p in kept["pages"]] == [p["body"] for p in batch]
+
+
+def test_a_handoff_refeed_is_not_fetched_once_its_capture_is_stored() -> None:
+    """After a rebalance a parse message whose body its new owner never held is often
+    followed by the fetch result that carried the body, read again by that worker:
+    it stores the capture. The refetch queued for the miss is then not done."""
+    stored: dict[str, float] = {}
+    clock = FrontierClock()
+    frontier = Frontier({}, {}, Politeness(), lambda host: 0, clock)
+    frontier.stored_since = lambda url, since: stored.get(url, -1.0) >= since
+    frontier.enqueue("http://a.test/0")
+    via = handoff_refeed(1000.5)
+    event: FrontierEvent = {
+        "new_urls": [
+            {"url": f"http://a.test/{n}", "depth": 1, "priority": 0, "kind": "page", "via": via}
+            for n in (1, 2)
+        ],
+        "completions": [],
+        "tick": False,
+    }
+    recrawl.handle(0, event, frontier, schedule(), [])
+    stored["http://a.test/1"] = 1000.5  # this capture: stored meanwhile
+    stored["http://a.test/2"] = 999.0  # an older capture: fetch it again
+    fetched: list[str] = []
+    skipped: list[Any] = []
+    for _ in range(5):
+        dispatches, decisions = frontier.due(0)
+        skipped += decisions
+        for d in dispatches:
+            fetched.append(d.url)
+            body = b"" if d.kind == "robots" else None
+            frontier.complete(d.host, d.kind, 200, "ok", 1.0, clock(), None, body)
+        clock.advance(10)
+    assert fetched == ["http://a.test/robots.txt", "http://a.test/0", "http://a.test/2"]
+    assert [(d.url, d.outcome) for d in skipped] == [("http://a.test/1", FETCHED_ALREADY)]
+    assert frontier.queued == 0
+    assert handoff_refeed_since("recrawl:handoff") == 0.0  # from before the time was sent
+    assert handoff_refeed_since("recrawl") is None

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from streams.store.pagestore import PageStore
-from streams.store.storeset import open_stores
+from streams.store.storeset import SiblingStores, held_anywhere, open_stores, stored_anywhere
 
 HTML = [("Content-Type", "text/html")]
 
@@ -66,3 +66,48 @@ def test_an_exact_copy_is_marked_with_its_original(tmp_path: Path) -> None:
             ("http://a.test/?ref=y", "http://a.test/"),
             ("http://b.test/", None),
         ]
+
+
+def test_an_adopted_fetch_finds_its_page_in_the_previous_owners_store(tmp_path: Path) -> None:
+    """A worker adopting a partition asks its own store, then the other workers' (the
+    previous owner stored the page before the kill lost its completion); a store
+    written after the last open is seen once the open is older than `max_age`."""
+    url, at = "http://a.example/p", 1_700_000_000.5
+    own_path = tmp_path / "worker-1" / "pages"
+    with PageStore(own_path) as own:
+        now = [0.0]
+        siblings = SiblingStores(own_path, max_age=1.0, clock=lambda: now[0])
+        stored_since = stored_anywhere(own, siblings)
+        assert siblings.paths() == []  # no other store yet
+        assert not stored_since(url, at)
+        with PageStore(tmp_path / "worker-0" / "pages") as other:  # a live writer
+            other.put(url, status=200, headers=HTML, body=b"<p>x", fetched_at=at + 0.2)
+            assert not stored_since(url, at)  # opened (none) less than max_age ago
+            now[0] = 1.5
+            assert stored_since(url, at)
+            assert not stored_since(url, at + 1.0)  # a capture older than the dispatch
+        assert not stored_since("http://a.example/q", at)
+        siblings.close()
+
+
+def test_a_one_worker_store_has_no_siblings(tmp_path: Path) -> None:
+    put(tmp_path / "worker-0" / "pages", "http://a.example/p", b"x", 1.0)
+    assert SiblingStores(tmp_path / "pages").paths() == []
+
+
+def test_a_dispatch_asks_the_stores_as_of_the_last_assignment(tmp_path: Path) -> None:
+    """The frontier asks, of each page it dispatches, whether any store holds it: the
+    other stores are opened once after each assignment, not again on age."""
+    url = "http://a.example/p"
+    own_path = tmp_path / "worker-1" / "pages"
+    with PageStore(own_path) as own:
+        siblings = SiblingStores(own_path, max_age=0.0)
+        held = held_anywhere(own, siblings)
+        assert not held(url)
+        put(tmp_path / "worker-0" / "pages", url, b"<p>x", 5.0)
+        assert not held(url)  # opened before that write, and kept
+        siblings.expire()  # partitions assigned
+        assert held(url)
+        own.put("http://a.example/q", status=200, headers=HTML, body=b"q", fetched_at=6.0)
+        assert held("http://a.example/q")
+        siblings.close()
