@@ -75,6 +75,7 @@ try:
 except ImportError:  # pragma: no cover - bench extra not installed
     sys.exit("bench/crawl_throughput.py needs psutil: .venv/bin/pip install -e '.[bench]'")
 
+from bench.stage_floor import print_stage_floors  # noqa: E402
 from bench.throughput_report import (  # noqa: E402
     NOISY_CORES,
     SEINE_FLAGS,
@@ -463,6 +464,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     results.append(result)
                     print_result(result, len(expected))
             summary = print_summary(results, args.runs, args.delay)
+            print_stage_floors(results, web, work)
             if args.json is not None:
                 args.json.write_text(
                     json.dumps(
