@@ -120,7 +120,10 @@ class CrawlLoop:
             # the broker: a kill then leaves a successor whose tables know of every
             # request the web saw, and it redoes at most the one in flight per host,
             # not the fetches whose record was still lingering in the producer.
+            paused = time.thread_time()
             await ctx.producer.wait(written)
+            # what other tasks ran meanwhile is theirs, not the frontier's
+            ctx.counters.stage_cpu["frontier"] -= time.thread_time() - paused
         for request in dispatched:
             # started here at once, or sent through the fetch topic
             if self.app.rebalancing or not await self.fetch.start_dispatched(partition, request):
