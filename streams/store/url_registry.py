@@ -36,6 +36,10 @@ from streams.core.sites import url_id
 
 __all__ = ["UrlRegistry"]
 
+#: The path of a registry over another's database (`UrlRegistry.over`, built per
+#: message): one Path, not a new one each time (~0.9 µs).
+_NOT_OPENED_HERE = Path(".")
+
 
 class UrlRegistry:
     """A RocksDB table of URLs keyed by :func:`~streams.core.sites.registry_key`.
@@ -78,7 +82,7 @@ class UrlRegistry:
         again).
         """
         registry = cls.__new__(cls)
-        registry.path = Path(".")
+        registry.path = _NOT_OPENED_HERE
         registry._db = db
         registry._closed = True  # not ours to close
         registry._cache = cache
