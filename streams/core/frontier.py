@@ -120,9 +120,9 @@ class Frontier(Leases):
     ) -> None:
         super().__init__(hosts, queue, policy, partition_of, clock, write_back, lazy_moves)
         self.pages_dispatched = 0
-        #: `fetched_already(url)`: does the URL registry record a fetch of `url`? Asked
-        #: of each page queued without ``again`` when its turn comes (`enqueue`);
-        #: None: not asked.
+        #: `fetched_already(url)`: does the URL registry record a fetch of `url`, or a
+        #: page store hold a capture of it? Asked of each page queued without
+        #: ``again`` when its turn comes (`enqueue`); None: not asked.
         self.fetched_already: Callable[[str], bool] | None = None
         #: (tier, sequence) of the URL the last enqueue() queued: the URL registry keeps
         #: it in the URL's state, so a later re-tier finds the item without a scan.
@@ -154,10 +154,10 @@ class Frontier(Leases):
         frontier's `stored_since`), and a ``fetched-already`` decision is logged: a
         refetch after a hand-off miss whose capture another path stored meanwhile.
 
-        ``again``: a page to fetch again (a recrawl, a re-feed). Any other page is not
-        fetched when its turn comes if it was fetched already (the frontier's
-        `fetched_already`, the URL registry): a second copy of a URL in its host's
-        queue, after a kill kept the queue's record of it and lost the registry's.
+        ``again``: a page to fetch again (a recrawl, a re-feed, a resume). Any other
+        page is not fetched when its turn comes if it was fetched already (the
+        frontier's `fetched_already`): a second copy of a URL in its host's queue,
+        after a kill kept the queue's record of it and lost the registry's.
         """
         authority = authority_of(url)
         state = self._get(authority)
