@@ -16,7 +16,9 @@ checked on:
 - `worker_close`: mode's Worker closes its loop without its one-second sleep; both
   brokers;
 - `recovery_kick`: a table recovery that gets nothing of a changelog partition with
-  records left reads it again; both brokers.
+  records left reads it again; both brokers;
+- `seek_thread`: a seek from the worker's thread leaves the fetcher's buffered records
+  to the consumer's own thread (a race that killed its fetch loop); both brokers.
 
 `install` puts them in place for a worker's settings; each is installed once per
 process. May import faust, mode, aiokafka, confluent_kafka and streams.core only.
@@ -32,6 +34,7 @@ from streams.kafka.patches.gap_hold import hold_gaps
 from streams.kafka.patches.highwaters import stop_verifying_highwaters, verify_highwaters
 from streams.kafka.patches.recovery_kick import kick_stalled_recovery
 from streams.kafka.patches.refetch import refetch_skips
+from streams.kafka.patches.seek_thread import drop_records_on_fetcher_thread
 from streams.kafka.patches.table_start import start_tables_at_once
 from streams.kafka.patches.worker_close import close_loop_promptly
 
@@ -47,6 +50,7 @@ def install(kafka: KafkaSettings) -> None:
     start_tables_at_once()
     close_loop_promptly()
     kick_stalled_recovery(kafka.recovery_kick_after)
+    drop_records_on_fetcher_thread()
     refetch_skips(enabled=kafka.tansu_fixes)
     if kafka.tansu_fixes:
         verify_highwaters(kafka.bootstrap)
