@@ -107,7 +107,9 @@ class AnchorsStage:
             if documents.resend_cached(self.ctx, out, url, anchors):
                 sent += 1
                 continue
-            capture = self.store.get(url)
+            # a copy of another page has no document of its own (resend_document
+            # skips it): its original, maybe in another worker's store, is not read
+            capture = self.store.get(url, follow_revisits=False)
             if capture is None:
                 continue
             record = (self.revisits.record(url) if self.revisits is not None else None) or {}

@@ -285,12 +285,14 @@ class PageStore:
 
     # ------------------------------------------------------------------ reads
 
-    def get(self, url: str, at: float | None = None) -> Capture | None:
+    def get(
+        self, url: str, at: float | None = None, *, follow_revisits: bool = True
+    ) -> Capture | None:
         """Latest capture of ``url``; with ``at``, the latest fetched at or before ``at``.
 
         One index seek and one segment read (plus the same again for a revisit's
-        original).  Returns None if there is no such capture.
-        """
+        original, unless ``follow_revisits`` is False: then its body is empty).
+        Returns None if there is no such capture."""
         self._check_open()
         at_micros: int | None = None
         if at is not None:
@@ -308,7 +310,7 @@ class PageStore:
             capture = self._get_sliced(url, key, value)
             if capture is not None:
                 return capture
-        return self._load(decode(key, value))
+        return self._load(decode(key, value), follow_revisits)
 
     def fetched_since(self, url: str, since: float) -> bool:
         """Is a capture of `url` fetched at or after `since` (unix seconds) stored? One
@@ -561,10 +563,10 @@ class PageStore:
         """HTTP headers, WARC-IP-Address and payload of the record at ``e``."""
         return read_record(self._reads.pread(e.segment, e.offset, e.length), e)
 
-    def _load(self, e: Entry) -> Capture:
+    def _load(self, e: Entry, follow_revisits: bool = True) -> Capture:
         headers, ip, body = self._read_record(e)
         if e.revisit_of is not None:
-            body = self._original_body(e)
+            body = self._original_body(e) if follow_revisits else b""
         return Capture(
             url=e.url,
             fetched_at=e.micros / 1_000_000,
@@ -589,10 +591,8 @@ class PageStore:
             orig_b = url_bytes(e.revisit_of)
             cand = self._lookup(orig_b, e.orig_micros)
             if cand is None or cand.digest != e.digest:
-                cand = next(
-                    (c for c in reversed(list(self._entries(orig_b))) if c.digest == e.digest),
-                    None,
-                )
+                same = [c for c in self._entries(orig_b) if c.digest == e.digest]
+                cand = same[-1] if same else None
             if cand is None:
                 break
             e = cand

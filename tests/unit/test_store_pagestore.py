@@ -3,6 +3,7 @@ HTTP block, read-only readers, near-duplicates; real files in tmp_path."""
 
 from __future__ import annotations
 
+import logging
 import random
 import subprocess
 from pathlib import Path
@@ -178,6 +179,25 @@ def test_revisit_with_missing_original_has_empty_body(store: PageStore) -> None:
     )
     g = store.get("http://x.example/")
     assert g is not None and g.body == b"" and g.revisit_of == "http://gone.example/"
+
+
+def test_a_revisit_read_without_following_it_names_its_original(
+    store: PageStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A caller that skips copies (the anchors' document resends) does not look for
+    the original, which under --workers N may be in another worker's store."""
+    store.put_revisit(
+        "http://x.example/",
+        original_url="http://elsewhere.example/",
+        original_digest=sha1_b32(b"there"),
+        original_date=1.0,
+        status=200,
+        headers=HTML,
+    )
+    with caplog.at_level(logging.WARNING):
+        g = store.get("http://x.example/", follow_revisits=False)
+    assert g is not None and g.body == b"" and g.revisit_of == "http://elsewhere.example/"
+    assert not caplog.records  # no "original not found" warning
 
 
 def test_revisit_finds_original_by_digest_when_date_is_off(store: PageStore) -> None:
