@@ -168,15 +168,20 @@ def test_revisit_returns_original_body(store: PageStore) -> None:
     assert h.get_header("WARC-Payload-Digest") == orig.digest
 
 
-def test_revisit_with_missing_original_has_empty_body(store: PageStore) -> None:
+def _copy_of_a_page_elsewhere(store: PageStore, original: str) -> None:
+    """A revisit of `original`, which this store does not hold."""
     store.put_revisit(
         "http://x.example/",
-        original_url="http://gone.example/",
-        original_digest=sha1_b32(b"gone"),
+        original_url=original,
+        original_digest=sha1_b32(original.encode()),
         original_date=1.0,
         status=200,
         headers=HTML,
     )
+
+
+def test_revisit_with_missing_original_has_empty_body(store: PageStore) -> None:
+    _copy_of_a_page_elsewhere(store, "http://gone.example/")
     g = store.get("http://x.example/")
     assert g is not None and g.body == b"" and g.revisit_of == "http://gone.example/"
 
@@ -186,14 +191,7 @@ def test_a_revisit_read_without_following_it_names_its_original(
 ) -> None:
     """A caller that skips copies (the anchors' document resends) does not look for
     the original, which under --workers N may be in another worker's store."""
-    store.put_revisit(
-        "http://x.example/",
-        original_url="http://elsewhere.example/",
-        original_digest=sha1_b32(b"there"),
-        original_date=1.0,
-        status=200,
-        headers=HTML,
-    )
+    _copy_of_a_page_elsewhere(store, "http://elsewhere.example/")
     with caplog.at_level(logging.WARNING):
         g = store.get("http://x.example/", follow_revisits=False)
     assert g is not None and g.body == b"" and g.revisit_of == "http://elsewhere.example/"
