@@ -33,7 +33,7 @@ from streams.stages import frontier
 from streams.stages.context import Outbox, StageContext
 from streams.stages.fetch import FetchStage
 from streams.store.pagestore import PageStore
-from streams.store.storeset import held_anywhere, stored_anywhere
+from streams.store.storeset import stored_anywhere
 
 log = logging.getLogger("seine")
 
@@ -64,9 +64,6 @@ class CrawlLoop:
         #: the store of the partition's previous owner, is not done again.
         self.stored_since = stored_anywhere(self.store, seine.siblings)
         self.frontier.stored_since = self.stored_since  # (and of a refetch queued)
-        self.frontier.fetched_already = frontier.fetched_in(
-            tables["seen"], held_anywhere(self.store, seine.siblings)
-        )
         self.tables = tables
         self.revisits = revisits
         self.frontier_topic = topology.topic_name(self.settings.app_id, topology.FRONTIER)
@@ -224,7 +221,6 @@ class CrawlLoop:
         """The fetch partitions this worker now holds: their dispatches start here at
         once (topology.LOCAL_PATHS)."""
         assigned: set[Any] = args[0]
-        self.seine.siblings.expire()  # what their previous owners stored: seen from now
         self.fetch.local_partitions |= {
             tp.partition for tp in assigned if tp.topic == self.fetch_topic
         }

@@ -112,23 +112,6 @@ def handle(
     _send(partition, dispatches, decisions, out, done, dispatched)
 
 
-def fetched_in(
-    registry: StateRegistry, stored: Callable[[str], bool] | None = None
-) -> Callable[[str], bool]:
-    """`Frontier.fetched_already` over the URL registry (its state says fetched, read
-    in the current event's partition, the host's) and the page stores (`stored`: a
-    capture of the URL is held; a kill can lose the registry's state of a fetch whose
-    page got stored)."""
-
-    def fetched_already(url: str) -> bool:
-        state = registry.states([url]).get(url)
-        if state and state.get("s") == "fetched":
-            return True
-        return stored is not None and stored(url)
-
-    return fetched_already
-
-
 def _enqueue_new(
     frontier: Frontier,
     candidates: list[UrlCandidate],
@@ -146,8 +129,6 @@ def _enqueue_new(
             candidate["priority"],
             inlinks=inlinks,
             kind=candidate.get("kind", "page"),
-            # a resume re-queues what was lost in transit, fetched or not
-            again=candidate.get("via") == Via.RESUME,
         )
         if refused is not None:
             decisions.append(refused)

@@ -65,14 +65,11 @@ def handle(
                 candidate["priority"],
                 within_budget=False,
                 unless_stored_since=since or None,
-                again=True,
             )
         elif revisits.refeed(candidate["url"], when_due=via == Via.RECRAWL_WHEN_DUE):
-            frontier.enqueue(
-                candidate["url"], candidate["depth"], candidate["priority"], again=True
-            )
+            frontier.enqueue(candidate["url"], candidate["depth"], candidate["priority"])
     for url, depth in revisits.due(partition, MAX_DUE_PER_EVENT):
-        frontier.enqueue(url, depth, again=True)
+        frontier.enqueue(url, depth)
     return rest
 
 
