@@ -60,10 +60,9 @@ class CrawlLoop:
         self.frontier: Frontier = seine.frontier
         self.fetch: FetchStage = seine.fetch
         self.store: PageStore = seine.store
-        #: An adopted fetch in flight whose page is in this worker's store, or in
-        #: the store of the partition's previous owner, is not done again.
-        self.stored_since = stored_anywhere(self.store, seine.siblings)
-        self.frontier.stored_since = self.stored_since  # (and of a refetch queued)
+        # An adopted fetch in flight, or a queued hand-off refetch, whose page is in
+        # this worker's store or in the partition's previous owner's is not done again.
+        self.frontier.stored_since = stored_anywhere(self.store, seine.siblings)
         self.tables = tables
         self.revisits = revisits
         self.frontier_topic = topology.topic_name(self.settings.app_id, topology.FRONTIER)
@@ -109,7 +108,6 @@ class CrawlLoop:
                 tables["revisits"].items() if settings.crawl.recrawl else (),
                 dispatch=self.seine.dispatching,
                 registry=tables["seen"],
-                stored_since=self.stored_since,
                 dispatched=dispatched,
             )
         if dispatched:

@@ -64,7 +64,8 @@ def handle(
     after the last of them is known.
 
     `stored_since` (the page store's `fetched_since`) lets an adoption skip a fetch
-    in flight at a crash whose page is stored already (`Frontier.adopt`).
+    in flight at a crash whose page is stored already (`Frontier.adopt`); a worker
+    sets it on the frontier once instead (`Frontier.stored_since`).
 
     `dispatched` collects the fetch requests this event makes, for the caller to
     start at once in this worker (`FetchStage.start_dispatched`) and to send to the
