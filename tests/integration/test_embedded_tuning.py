@@ -10,11 +10,7 @@ from typing import Any
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from streams.cli.brokers import (
-    EMBEDDED_GROUP_TIMEOUTS,
-    SINGLE_WORKER_GROUP_TIMEOUTS,
-    broker_for,
-)
+from streams.cli.brokers import EMBEDDED_TUNING, broker_for
 from streams.kafka.producer import Deliveries, StageProducer
 from streams.settings import Settings, load_settings
 from tests.integration.conftest import read_topic
@@ -23,7 +19,7 @@ from tests.integration.conftest import read_topic
 def test_embedded_broker_drops_standbys_unless_asked(tmp_path: Path) -> None:
     """Workers of an embedded broker share one machine: a standby only doubles table work."""
     assert Settings().kafka.standby_replicas == 1  # a cluster keeps Faust's warm copies
-    assert EMBEDDED_GROUP_TIMEOUTS["standby_replicas"] == 0
+    assert EMBEDDED_TUNING["standby_replicas"] == 0
     plain = load_settings(environ={}, overrides={"data_dir": str(tmp_path / "a")})
     asked = load_settings(
         environ={"SEINE_STANDBY_REPLICAS": "2"}, overrides={"data_dir": str(tmp_path / "b")}
@@ -31,11 +27,10 @@ def test_embedded_broker_drops_standbys_unless_asked(tmp_path: Path) -> None:
     with broker_for(plain) as effective:
         assert effective.kafka.bootstrap
         assert effective.kafka.standby_replicas == 0
-        # one worker joins fast: nobody can share its partitions if it is dropped
-        assert effective.kafka.session_timeout == SINGLE_WORKER_GROUP_TIMEOUTS["session_timeout"]
+        # the command's workers share the partitions by index: no group join
+        assert (effective.kafka.members, effective.kafka.member_index) == (1, 0)
     with broker_for(plain, workers=2) as effective:
-        assert effective.kafka.session_timeout == EMBEDDED_GROUP_TIMEOUTS["session_timeout"]
-        assert effective.kafka.heartbeat_interval == EMBEDDED_GROUP_TIMEOUTS["heartbeat_interval"]
+        assert effective.kafka.members == 2
     with broker_for(asked) as effective:
         assert effective.kafka.standby_replicas == 2
 

@@ -18,7 +18,10 @@ checked on:
 - `recovery_kick`: a table recovery that gets nothing of a changelog partition with
   records left reads it again; both brokers;
 - `seek_thread`: a seek from the worker's thread leaves the fetcher's buffered records
-  to the consumer's own thread (a race that killed its fetch loop); both brokers.
+  to the consumer's own thread (a race that killed its fetch loop); both brokers;
+- `static_members`: workers of one parent share the partitions by index instead of
+  joining a consumer group (Tansu's join takes half the session timeout); the
+  embedded broker only.
 
 `install` puts them in place for a worker's settings; each is installed once per
 process. May import faust, mode, aiokafka, confluent_kafka and streams.core only.
@@ -35,6 +38,7 @@ from streams.kafka.patches.highwaters import stop_verifying_highwaters, verify_h
 from streams.kafka.patches.recovery_kick import kick_stalled_recovery
 from streams.kafka.patches.refetch import refetch_skips
 from streams.kafka.patches.seek_thread import drop_records_on_fetcher_thread
+from streams.kafka.patches.static_members import assign_statically
 from streams.kafka.patches.table_start import start_tables_at_once
 from streams.kafka.patches.worker_close import close_loop_promptly
 
@@ -52,6 +56,7 @@ def install(kafka: KafkaSettings) -> None:
     kick_stalled_recovery(kafka.recovery_kick_after)
     drop_records_on_fetcher_thread()
     refetch_skips(enabled=kafka.tansu_fixes)
+    assign_statically(kafka.members, kafka.member_index)
     if kafka.tansu_fixes:
         verify_highwaters(kafka.bootstrap)
     else:
