@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 
 import mmh3
 import numpy as np
-from bs4.dammit import UnicodeDammit
 from selectolax.lexbor import LexborHTMLParser
 
 from streams.core.simhash import simhashes
@@ -115,6 +114,9 @@ def _detect_encoding(sample: bytes) -> str:
     try:
         from charset_normalizer import from_bytes
     except ImportError:  # no detector installed: bs4 knows the fallbacks
+        # imported here: bs4 costs a worker ~60 ms of start-up for this rare case
+        from bs4.dammit import UnicodeDammit
+
         return UnicodeDammit(sample, is_html=True).original_encoding or "windows-1252"
     matches = from_bytes(sample)
     best = matches.best()

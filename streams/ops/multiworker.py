@@ -393,13 +393,16 @@ def run_workers(
     from streams.kafka.admin import ensure_topics
 
     ensure_topics(settings)
+    #: (topic, partition) -> offset after the last seed delivered there
+    seeds_upto: dict[tuple[str, int], int] = {}
+    # Workers that share the partitions by index (the embedded broker) never move
+    # them: the seeds can wait for them on the broker while they start.
+    seeded = bool(settings.kafka.members)
+    if seeded:
+        push_seeds(settings, seeds, seeds_upto)
     procs, status_paths = start_workers(settings, workers, embedded=embedded)
     signals = Signals(procs)
     restarts = [0] * workers
-    seeded = False
-
-    #: (topic, partition) -> offset after the last seed delivered there
-    seeds_upto: dict[tuple[str, int], int] = {}
 
     previous = signal.signal(signal.SIGINT, signals), signal.signal(signal.SIGTERM, signals)
     started = time.time()
@@ -440,8 +443,8 @@ def run_workers(
                 continue
             ready = [s for s in statuses if s is not None]
             if not seeded:
-                # Seed only once every worker holds partitions: a rebalance moving
-                # hosts while fetches are in flight is exactly what we avoid here.
+                # In a group, seed only once every worker holds partitions: a rebalance
+                # moving hosts while fetches are in flight is what this avoids.
                 if all(s["assigned"] > 0 and not s["rebalancing"] for s in ready):
                     push_seeds(settings, seeds, seeds_upto)
                     seeded = True

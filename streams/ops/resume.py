@@ -217,13 +217,14 @@ def clear_marks(data_dir: str | Path) -> None:
 def plan_resume(data_dir: str | Path, partitions: int) -> ResumePlan | None:
     """Read the data dir and work out what was lost in transit; None when there are
     no tables (a first run) or the last stop was a clean drain."""
+    started = time.monotonic()
+    if not any(True for _ in table_dbs(data_dir, "seen")) or was_clean(data_dir):
+        return None
+    # imported here: a first run (most of them) needs no HTML parser in this process
     from streams.core.parsing import charset_from_headers, parse_html
     from streams.core.urls import resolve, resolve_and_canonicalize
     from streams.store.storeset import open_stores, store_paths
 
-    started = time.monotonic()
-    if not any(True for _ in table_dbs(data_dir, "seen")) or was_clean(data_dir):
-        return None
     state = read_tables(data_dir)
     plan = ResumePlan(seen=sum(len(v) for v in state.seen.values()))
     links: dict[int, list[dict[str, Any]]] = defaultdict(list)
