@@ -86,10 +86,21 @@ class Result:
 
     @property
     def tail_s(self) -> float:
-        """Last request to process exit: idle detection and shutdown."""
+        """Last request to process exit: the work behind the last fetch, idle
+        detection and shutdown."""
         if not self.check.last_request:
             return 0.0
         return max(0.0, self.measured.exited - self.check.last_request)
+
+    @property
+    def idle_to_exit_s(self) -> float | None:
+        """Idle to process exit (Seine: from the last message any worker handled, its
+        "idle from" line, to the exit): idle detection and shutdown alone."""
+        for note in self.notes:
+            if note.startswith("seine: idle from "):
+                idle_from = float(note.split()[3])
+                return max(0.0, self.measured.exited - idle_from)
+        return None
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -101,6 +112,7 @@ class Result:
             "wall_s": round(self.measured.wall_s, 2),
             "startup_s": round(self.startup_s, 2),
             "tail_s": round(self.tail_s, 2),
+            "idle_to_exit_s": round(idle_or_nan(self), 2),
             "cpu_s": round(self.measured.cpu_s, 1),
             "server_cpu_s": round(self.server_cpu_s, 2),
             "peak_rss_mb": round(self.peak_rss_hwm / MB, 1),
@@ -128,6 +140,16 @@ def fmt_mb(n: float) -> str:
     return f"{n / MB:,.0f} MB"
 
 
+def idle_or_nan(result: Result) -> float:
+    idle = result.idle_to_exit_s
+    return float("nan") if idle is None else idle
+
+
+def idle_part(result: Result) -> str:
+    idle = result.idle_to_exit_s
+    return "" if idle is None else f", idle->exit {idle:.1f} s"
+
+
 def print_result(result: Result, expected: int) -> None:
     m, c = result.measured, result.check
     if result.ok:
@@ -151,7 +173,7 @@ def print_result(result: Result, expected: int) -> None:
         f"-> {result.pages_per_s_crawl:7.1f} pages/s\n"
         f"    {who:<45} {m.wall_s:8.1f} s  -> {result.pages_per_s_wall:7.1f} pages/s"
         f"   (start->first request {result.startup_s:.1f} s, last request->exit "
-        f"{result.tail_s:.1f} s)\n"
+        f"{result.tail_s:.1f} s{idle_part(result)})\n"
         f"    peak RSS {fmt_mb(result.peak_rss_hwm)} ({parts}; sampled simultaneous peak "
         f"{fmt_mb(m.peak_rss)});  CPU {m.cpu_s:.1f} s "
         f"({1000 * m.cpu_s / max(c.page_fetches, 1):.1f} ms/page);  "
@@ -209,6 +231,7 @@ def print_summary(results: list[Result], runs: int, delay: float = 0.0) -> dict[
         ("wall, s (Seine: incl. broker start)", lambda r: r.measured.wall_s, "{:,.1f}"),
         ("start -> first request, s", lambda r: r.startup_s, "{:,.1f}"),
         ("last request -> exit, s", lambda r: r.tail_s, "{:,.1f}"),
+        ("idle -> exit, s", idle_or_nan, "{:,.1f}"),
         ("peak RSS, MB (sum of process peaks)", lambda r: r.peak_rss_hwm / MB, "{:,.0f}"),
         ("CPU, s (user+sys, tree)", lambda r: r.measured.cpu_s, "{:,.1f}"),
         (

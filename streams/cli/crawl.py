@@ -12,7 +12,7 @@ from pathlib import Path
 from streams.cli.brokers import broker_for
 from streams.core.stats import ERROR_OUTCOMES, stage_breakdown, top_reasons
 from streams.ops.exits import EXIT_NOTHING_FETCHED, nothing_fetched_failure
-from streams.ops.progress import Progress
+from streams.ops.progress import Progress, print_idle_from
 from streams.settings import Settings, worker_count
 
 
@@ -113,6 +113,7 @@ def run_crawl(
             )
             breakdown = stage_breakdown(c.stage_cpu, c.stage_items, c.done, cpu, elapsed)
             print(f"seine: CPU per stage (share of worker CPU): {breakdown}")
+            print_idle_from(c.last_handled_at)
         print(
             f"seine: {c.pages_stored} pages stored, {fetched} fetched in {elapsed:.1f}s "
             f"({fetched / max(elapsed, 1e-6):.0f} pages/s) by 1 worker, "

@@ -31,7 +31,7 @@ from streams.core.stall import describe as describe_stall
 from streams.core.stats import ERROR_OUTCOMES, top_reasons
 from streams.kafka.consumer_state import describe as describe_lagging
 from streams.ops.exits import EXIT_BROKER_LOST, EXIT_NOTHING_FETCHED, nothing_fetched_failure
-from streams.ops.progress import Progress, ProgressFigures
+from streams.ops.progress import Progress, ProgressFigures, print_idle_from
 from streams.settings import Settings
 
 #: How long the crawl must look idle before it stops. Offsets make the idle test
@@ -382,6 +382,8 @@ def report_crawl(
         reasons.update(s.get("reasons", {}))
     if reasons:
         print(f"seine: why pages were not stored: {top_reasons(reasons)}", flush=True)
+    if settings.log_level.lower() in ("info", "debug"):
+        print_idle_from(max((s.get("last_handled_at", 0.0) for s in final), default=0.0))
     return fetched, errors, sum(s["dead_letters"] for s in final)
 
 

@@ -137,3 +137,10 @@ class Progress:
     def close(self) -> None:
         if self._progress is not None:
             self._progress.stop()
+
+
+def print_idle_from(last_handled_at: float) -> None:
+    """When the crawl's work ended (the last message any worker handled, epoch
+    seconds): bench/crawl_throughput.py times idle to exit from it."""
+    if last_handled_at:
+        print(f"seine: idle from {last_handled_at:.3f} (the last message handled)", flush=True)

@@ -92,6 +92,7 @@ class SeineApp:
             # to / handled from a consumed topic (multiworker.globally_idle)
             "delivered_upto": [[t, p, o] for (t, p), o in self.ctx.producer.delivered_upto.items()],
             "handled_upto": [[t, p, o] for (t, p), o in c.handled_upto.items()],
+            "last_handled_at": c.last_handled_at,
             # link-extract found no body in the hand-off cache: each page fetched again
             "handoff_misses": self.ctx.handoff.stats.missed,
             "handoff_evicted": self.ctx.handoff.stats.evicted,

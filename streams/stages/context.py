@@ -94,6 +94,9 @@ class Counters:
     #: (topic, partition) -> offset after the last message this worker has handled
     #: there (`caught_up`).
     handled_upto: dict[tuple[str, int], int] = field(default_factory=dict)
+    #: Wall-clock time this worker last handled a message: the crawl's work ends at
+    #: the latest of these over the workers (its "idle from", printed at info level).
+    last_handled_at: float = 0.0
 
     def observe_latency(self, topic: str, ms: float) -> None:
         previous = self.latency_ms.get(topic)
@@ -109,6 +112,7 @@ class Counters:
 
     def handled(self, topic: str, partition: int, offset: int) -> None:
         key = (topic, partition)
+        self.last_handled_at = time.time()
         if offset >= self.handled_upto.get(key, 0):
             self.handled_upto[key] = offset + 1
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import topology
@@ -226,3 +227,16 @@ def test_the_fetch_outbox_offers_each_frontier_event_once_its_pages_are_acknowle
         "frontier",
     ]
     assert out.pending == 0
+
+
+def test_the_last_message_handled_dates_the_crawls_idleness() -> None:
+    """`last_handled_at` ("idle from" at info level) moves with every message handled,
+    also one read again."""
+    counters = Counters()
+    assert counters.last_handled_at == 0.0
+    before = time.time()
+    counters.handled("app.seeds", 0, 0)
+    first = counters.last_handled_at
+    assert first >= before
+    counters.handled("app.seeds", 0, 0)  # read again: still work done
+    assert counters.last_handled_at >= first
