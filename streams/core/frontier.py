@@ -120,6 +120,12 @@ class Frontier(Leases):
     ) -> None:
         super().__init__(hosts, queue, policy, partition_of, clock, write_back, lazy_moves)
         self.pages_dispatched = 0
+        #: `fetched_already(url)`: does a page store hold a capture of `url`? Asked of
+        #: each page queued without ``again`` when its turn comes (`enqueue`); None:
+        #: not asked. (Not the URL registry's state: a fetch recorded there whose
+        #: page never reached the store, its parse message lost with the broker, must
+        #: be fetched again, or its links are never followed.)
+        self.fetched_already: Callable[[str], bool] | None = None
         #: (tier, sequence) of the URL the last enqueue() queued: the URL registry keeps
         #: it in the URL's state, so a later re-tier finds the item without a scan.
         self.last_slot: tuple[int, int] = (0, 0)
@@ -136,6 +142,7 @@ class Frontier(Leases):
         kind: str = "page",
         within_budget: bool = True,
         unless_stored_since: float | None = None,
+        again: bool = False,
     ) -> Decision | None:
         """Append a URL (already canonical and new) to its host's queue, in its tier.
 
@@ -148,6 +155,11 @@ class Frontier(Leases):
         if a page store holds a capture of it fetched at or after that time (the
         frontier's `stored_since`), and a ``fetched-already`` decision is logged: a
         refetch after a hand-off miss whose capture another path stored meanwhile.
+
+        ``again``: a page to fetch again (a recrawl, a re-feed, a resume). Any other
+        page is not fetched when its turn comes if a page store holds it (the
+        frontier's `fetched_already`): a second copy of a URL in its host's queue,
+        after a kill kept the queue's record of it and lost the registry's.
         """
         authority = authority_of(url)
         state = self._get(authority)
@@ -182,6 +194,8 @@ class Frontier(Leases):
             item["kind"] = kind
         if unless_stored_since is not None:
             item["unless_stored"] = unless_stored_since
+        if again:
+            item["again"] = 1
         self.queue[queue_key(authority, tier, tail)] = item
         state["tails"][tier] = tail + 1
         self._put(authority, state)
@@ -329,13 +343,21 @@ class Frontier(Leases):
 
     def _done_already(self, item: QueueItem) -> str:
         """Why a queued page is not fetched ("": it is): a refetch whose capture got
-        stored meanwhile (see `enqueue`)."""
-        since = item.get("unless_stored")
-        stored_since = self.stored_since
-        if since is None or stored_since is None or item.get("kind", "page") != "page":
+        stored meanwhile, or a page not marked ``again`` that a page store holds (see
+        `enqueue`)."""
+        if item.get("kind", "page") != "page":
             return ""
-        if stored_since(str(item["url"]), float(since)):
-            return f"a capture fetched at or after {float(since):.3f} is stored"
+        since = item.get("unless_stored")
+        if since is not None:
+            stored_since = self.stored_since
+            if stored_since is not None and stored_since(str(item["url"]), float(since)):
+                return f"a capture fetched at or after {float(since):.3f} is stored"
+            return ""
+        fetched_already = self.fetched_already
+        if item.get("again") or fetched_already is None:
+            return ""
+        if fetched_already(str(item["url"])):
+            return "stored already: a second copy in the host's queue"
         return ""
 
     def budget_exhausted(self) -> bool:

@@ -33,7 +33,7 @@ from streams.stages import frontier
 from streams.stages.context import Outbox, StageContext
 from streams.stages.fetch import FetchStage
 from streams.store.pagestore import PageStore
-from streams.store.storeset import stored_anywhere
+from streams.store.storeset import held_anywhere, stored_anywhere
 
 log = logging.getLogger("seine")
 
@@ -63,6 +63,9 @@ class CrawlLoop:
         # An adopted fetch in flight, or a queued hand-off refetch, whose page is in
         # this worker's store or in the partition's previous owner's is not done again.
         self.frontier.stored_since = stored_anywhere(self.store, seine.siblings)
+        # A page queued a second time (a kill kept the queue's record of an enqueue
+        # and lost the registry's) is not fetched if a page store holds it.
+        self.frontier.fetched_already = held_anywhere(self.store, seine.siblings)
         self.tables = tables
         self.revisits = revisits
         self.frontier_topic = topology.topic_name(self.settings.app_id, topology.FRONTIER)
@@ -219,6 +222,7 @@ class CrawlLoop:
         """The fetch partitions this worker now holds: their dispatches start here at
         once (topology.LOCAL_PATHS)."""
         assigned: set[Any] = args[0]
+        self.seine.siblings.expire()  # what their previous owners stored: seen from now
         self.fetch.local_partitions |= {
             tp.partition for tp in assigned if tp.topic == self.fetch_topic
         }

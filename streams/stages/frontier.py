@@ -130,6 +130,8 @@ def _enqueue_new(
             candidate["priority"],
             inlinks=inlinks,
             kind=candidate.get("kind", "page"),
+            # a resume re-queues what was lost in transit, fetched or not
+            again=candidate.get("via") == Via.RESUME,
         )
         if refused is not None:
             decisions.append(refused)

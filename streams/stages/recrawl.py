@@ -65,11 +65,14 @@ def handle(
                 candidate["priority"],
                 within_budget=False,
                 unless_stored_since=since or None,
+                again=True,
             )
         elif revisits.refeed(candidate["url"], when_due=via == Via.RECRAWL_WHEN_DUE):
-            frontier.enqueue(candidate["url"], candidate["depth"], candidate["priority"])
+            frontier.enqueue(
+                candidate["url"], candidate["depth"], candidate["priority"], again=True
+            )
     for url, depth in revisits.due(partition, MAX_DUE_PER_EVENT):
-        frontier.enqueue(url, depth)
+        frontier.enqueue(url, depth, again=True)
     return rest
 
 

@@ -171,6 +171,19 @@ class SiblingStores:
         store = self._holding(url, since)
         return store.get(url) if store is not None else None
 
+    def __contains__(self, url: str) -> bool:
+        """Does another worker's store hold any capture of `url`, as of the last open
+        after the last `expire` (a rebalance: what a partition's previous owner wrote
+        is written before this worker holds it)? Asked of each page the frontier
+        dispatches, so the stores are not opened again on age."""
+        if self._opened_at is None:
+            self._refresh()
+        return any(url in store for store in self._stores)
+
+    def expire(self) -> None:
+        """Open the stores again at the next question (partitions were assigned)."""
+        self._opened_at = None
+
     def _holding(self, url: str, since: float) -> PageStore | None:
         self._refresh()
         return next((store for store in self._stores if store.fetched_since(url, since)), None)
@@ -192,6 +205,16 @@ class SiblingStores:
             store.close()
         self._stores = []
         self._opened_at = None
+
+
+def held_anywhere(own: PageStore, siblings: SiblingStores) -> Callable[[str], bool]:
+    """Whether this worker's store, or another worker's (`SiblingStores.__contains__`),
+    holds any capture of a URL."""
+
+    def held(url: str) -> bool:
+        return url in own or url in siblings
+
+    return held
 
 
 def stored_anywhere(own: PageStore, siblings: SiblingStores) -> Callable[[str, float], bool]:

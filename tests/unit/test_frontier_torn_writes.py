@@ -164,3 +164,32 @@ def test_a_dispatch_whose_host_state_was_lost_is_dispatched_again() -> None:
     (page,), _ = frontier.due(0)
     assert page.url == PAGES[0]
     assert recover(replay(hosts.ops[:hosts_before]), replay(queue.ops)) == [PAGES[0]]
+
+
+def test_a_url_queued_twice_after_a_torn_enqueue_is_fetched_once() -> None:
+    """The queue's record of an enqueue reached the broker and the URL registry's did
+    not: the frontier message, read again by the new owner, queues the URL a second
+    time. A page store holds the first copy's capture, so the second is not fetched
+    (a page to fetch again, ``again``, is)."""
+    clock = Clock()
+    frontier = Frontier({}, {}, Politeness(), lambda _host: 0, clock)
+    stored: set[str] = set()
+    frontier.fetched_already = stored.__contains__
+    for url in (PAGES[0], PAGES[1], PAGES[0]):  # the message read again
+        frontier.enqueue(url)
+    frontier.enqueue(PAGES[1], again=True)  # a recrawl
+    fetched: list[str] = []
+    skipped: list[tuple[str, str]] = []
+    for _ in range(8):
+        dispatches, decisions = frontier.due(0)
+        skipped += [(d.url, d.outcome) for d in decisions]
+        for d in dispatches:
+            fetched.append(d.url)
+            if d.kind == "page":
+                stored.add(d.url)  # link-extract stores the page
+            body = b"" if d.kind == "robots" else None
+            frontier.complete(d.host, d.kind, 200, "ok", 1.0, clock(), None, body)
+        clock.now += 10
+    assert fetched == ["http://a.example/robots.txt", PAGES[0], PAGES[1], PAGES[1]]
+    assert skipped == [(PAGES[0], "fetched-already")]
+    assert frontier.queued == 0 and frontier.in_flight == 0

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from streams.store.pagestore import PageStore
-from streams.store.storeset import SiblingStores, open_stores, stored_anywhere
+from streams.store.storeset import SiblingStores, held_anywhere, open_stores, stored_anywhere
 
 HTML = [("Content-Type", "text/html")]
 
@@ -93,3 +93,21 @@ def test_an_adopted_fetch_finds_its_page_in_the_previous_owners_store(tmp_path: 
 def test_a_one_worker_store_has_no_siblings(tmp_path: Path) -> None:
     put(tmp_path / "worker-0" / "pages", "http://a.example/p", b"x", 1.0)
     assert SiblingStores(tmp_path / "pages").paths() == []
+
+
+def test_a_dispatch_asks_the_stores_as_of_the_last_assignment(tmp_path: Path) -> None:
+    """The frontier asks, of each page it dispatches, whether any store holds it: the
+    other stores are opened once after each assignment, not again on age."""
+    url = "http://a.example/p"
+    own_path = tmp_path / "worker-1" / "pages"
+    with PageStore(own_path) as own:
+        siblings = SiblingStores(own_path, max_age=0.0)
+        held = held_anywhere(own, siblings)
+        assert not held(url)
+        put(tmp_path / "worker-0" / "pages", url, b"<p>x", 5.0)
+        assert not held(url)  # opened before that write, and kept
+        siblings.expire()  # partitions assigned
+        assert held(url)
+        own.put("http://a.example/q", status=200, headers=HTML, body=b"q", fetched_at=6.0)
+        assert held("http://a.example/q")
+        siblings.close()
