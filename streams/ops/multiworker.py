@@ -1,8 +1,9 @@
 """`seine crawl --workers N`: N worker processes of one app on one broker.
 
-Kafka's consumer group spreads the partitions over the workers, exactly as on a
-cluster; each worker has its own data dir (RocksDB locks its files) and page
-store. The parent process pushes the seeds, and decides when the crawl is idle
+The workers share the partitions: by index on the embedded broker (each gets
+`SEINE_MEMBER_INDEX`; streams/kafka/patches/static_members.py), through Kafka's
+consumer group on a cluster; each worker has its own data dir (RocksDB locks its
+files) and page store. The parent process pushes the seeds, and decides when the crawl is idle
 from the workers' status files: a message sent by one worker is handled by
 another, so only the sums over all workers balance. Idle means, summed over
 workers, every message sent to a consumed topic has been handled, nothing is

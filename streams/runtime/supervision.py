@@ -53,6 +53,8 @@ class Supervisor:
         self.tables = list(tables)
         self.status_path = Path(self.settings.status_file) if self.settings.status_file else None
         self.stuck = StuckPartitions(self.settings.kafka.stuck_rewind_after)
+        #: the watch a SIGTERM started (`hand_over`), referenced until it is done
+        self._watching: asyncio.Future[None] | None = None
 
     def install(self) -> None:
         app = self.app
@@ -83,10 +85,17 @@ class Supervisor:
         if seine.drain_on_sigint:
             # replaces mode's handler (installed before the app's tasks start)
             loop.add_signal_handler(signal.SIGINT, seine.drain)
-        loop.add_signal_handler(signal.SIGTERM, seine.hand_over)  # mode's, likewise
+        loop.add_signal_handler(signal.SIGTERM, self.hand_over)  # mode's, likewise
         clear_marks(self.settings.data_dir)
         for url in seine.initial_seeds:
             await ctx.send(topology.SEEDS, 0, url.encode("utf-8"))
+
+    def hand_over(self) -> None:
+        """SIGTERM (`SeineApp.hand_over`), then the watch at once: an idle worker, the
+        end of every `--until-idle` crawl, is handed over now, not at the next tick
+        (up to 0.25 s later)."""
+        self.seine.hand_over()
+        self._watching = asyncio.ensure_future(self.watch())
 
     async def rewind_stuck_partitions(self) -> None:
         """Read again a partition whose consumer stopped short while nothing else
