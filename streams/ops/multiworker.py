@@ -23,6 +23,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -268,8 +269,8 @@ def push_seeds(
 def replace_dead(
     settings: Settings, procs: list[subprocess.Popen[bytes]], restarts: list[int], *, embedded: bool
 ) -> bool:
-    """Start again each worker that died (killed, crashed), in its own directory: the
-    group hands its partitions to the others meanwhile, and back. False once one
+    """Start again each worker that died (killed, crashed), in its own directory: it
+    takes its partitions back (in a group, the others hold them meanwhile). False once one
     died more than MAX_RESTARTS times (a worker that cannot live is a failed crawl)."""
     for index, proc in enumerate(procs):
         code = proc.poll()
@@ -286,6 +287,33 @@ def replace_dead(
         )
         procs[index], _status = start_worker(settings, index, embedded=embedded)
     return True
+
+
+def hung(statuses: Sequence[Mapping[str, Any] | None], now: float, after: float) -> list[int]:
+    """The workers whose last status is older than `after` seconds (wall clock): a
+    live worker writes it every 0.25 s, so one that stopped is stuck (a blocked event
+    loop, a stopped process). A worker without a status yet is starting."""
+    if after <= 0:
+        return []
+    return [
+        index
+        for index, status in enumerate(statuses)
+        if status is not None and now - float(status.get("at", now)) > after
+    ]
+
+
+def kill_hung(
+    procs: list[subprocess.Popen[bytes]], statuses: list[dict[str, Any] | None], after: float
+) -> None:
+    """SIGKILL each live worker `hung` names; `replace_dead` starts it again."""
+    for index in hung(statuses, time.time(), after):
+        if procs[index].poll() is None:
+            print(
+                f"seine: worker-{index} has not reported for {after:.0f}s; killing it",
+                file=sys.stderr,
+                flush=True,
+            )
+            procs[index].kill()
 
 
 class Signals:
@@ -442,6 +470,9 @@ def run_workers(
                 code = 1
                 break
             statuses = [read_status(path) for path in status_paths]
+            if settings.kafka.members:
+                # shares by index: a stuck worker's partitions wait for it, for ever
+                kill_hung(procs, statuses, settings.worker.hung_after)
             if any(s is None for s in statuses):
                 continue
             ready = [s for s in statuses if s is not None]

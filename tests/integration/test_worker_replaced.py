@@ -20,9 +20,19 @@ from tests.integration.conftest import REPO, captures, workers_crawl_args
 SPEC = WebSpec(hosts=6, pages_per_host=30, seed=37)
 
 
-def test_a_killed_worker_is_started_again_and_the_crawl_ends(tmp_path: Path) -> None:
+def crawl_hitting_worker_0(
+    tmp_path: Path, hit: signal.Signals, **env_extra: str
+) -> tuple[str, set[str]]:
+    """`seine crawl --workers 2` over SPEC, sending `hit` to worker-0 once it has
+    fetched 5 pages; returns the crawl's stderr and the reachable pages, after
+    asserting it ended with exit 0."""
     data = tmp_path / "data"
-    env = {**os.environ, "SEINE_APP_ID": f"rep{uuid.uuid4().hex[:6]}", "SEINE_LOG_LEVEL": "error"}
+    env = {
+        **os.environ,
+        "SEINE_APP_ID": f"rep{uuid.uuid4().hex[:6]}",
+        "SEINE_LOG_LEVEL": "error",
+        **env_extra,
+    }
     with start_server_process(SPEC, None, tmp_path / "web") as server:
         args = workers_crawl_args(server, data, "0.1")
         crawl = subprocess.Popen(
@@ -36,18 +46,35 @@ def test_a_killed_worker_is_started_again_and_the_crawl_ends(tmp_path: Path) -> 
                 assert crawl.poll() is None, crawl.communicate()
                 assert time.monotonic() < deadline, "worker-0 fetched nothing"
                 time.sleep(0.1)  # polling its status file, bounded by the deadline
-            os.kill(int((read_status(status) or {})["pid"]), signal.SIGKILL)
+            os.kill(int((read_status(status) or {})["pid"]), hit)
             _stdout, stderr = crawl.communicate(timeout=240)
         finally:
             if crawl.poll() is None:
                 crawl.kill()
                 crawl.wait()
         assert crawl.returncode == 0, stderr[-3000:]
-        assert "worker-0 exited (-9); starting it again" in stderr, stderr[-3000:]
-        expected = set(server.web.reachable_allowed())
-    stored = captures(data, responses_only=False)
+        return stderr, set(server.web.reachable_allowed())
+
+
+def test_a_killed_worker_is_started_again_and_the_crawl_ends(tmp_path: Path) -> None:
+    stderr, expected = crawl_hitting_worker_0(tmp_path, signal.SIGKILL)
+    assert "worker-0 exited (-9); starting it again" in stderr, stderr[-3000:]
+    stored = captures(tmp_path / "data", responses_only=False)
     assert expected <= set(stored), sorted(expected - set(stored))[:5]
     # one record per URL, revisits included: no page the dead worker stored, or
     # fetched, is fetched again (the frontier's fetched-already, link-extract's
     # body read back from the previous owner's store)
     assert max(stored.values()) == 1, [u for u, n in stored.items() if n > 1][:5]
+
+
+def test_a_stuck_worker_is_killed_and_started_again(tmp_path: Path) -> None:
+    """A worker that stops reporting (here: SIGSTOP) holds partitions nobody else
+    takes on the embedded broker: its parent kills it after `hung_after` and starts
+    it again, and the crawl ends as with a killed one."""
+    stderr, expected = crawl_hitting_worker_0(tmp_path, signal.SIGSTOP, SEINE_HUNG_AFTER="3")
+    assert "worker-0 has not reported for 3s; killing it" in stderr, stderr[-3000:]
+    assert "worker-0 exited (-9); starting it again" in stderr, stderr[-3000:]
+    stored = captures(tmp_path / "data", responses_only=False)
+    assert expected <= set(stored), sorted(expected - set(stored))[:5]
+    once = captures(tmp_path / "data", responses_only=True)
+    assert max(once.values()) == 1, [u for u, n in once.items() if n > 1][:5]
