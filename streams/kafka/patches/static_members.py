@@ -10,7 +10,8 @@ worker, and takes its own share.
 `assign_statically(members, index)` replaces the consumer thread's `subscribe`: the
 subscribed topics' partitions are shared by Faust's own `PartitionAssignor` among
 `members` members named by index (co-partitioned topics together, so a partition's
-tables stay with it), computed from the same inputs in every worker; the worker
+tables stay with it), computed from the same inputs in every worker (each runs the
+same app, so it subscribes to the same topics, once, at its start); the worker
 takes its share with `consumer.assign` and then calls the rebalance listener as
 aiokafka would after a join (revoked, then assigned), so Faust's table recovery and
 Seine's rebalance hooks run unchanged. Offsets are committed outside any
