@@ -14,12 +14,9 @@ from streams.settings import Settings
 
 #: What `seine crawl` sets for the embedded broker (docs/decisions/0030). Its workers
 #: join no consumer group (`members`, set below): Tansu answers a join only after half
-#: the session timeout, so they share the partitions by index instead (0045). The
-#: group timeouts apply to workers that do join one there (tests, bench/faults.py).
+#: the session timeout, so they share the partitions by index instead (0045), and no
+#: group timeout applies.
 EMBEDDED_TUNING: dict[str, Any] = {
-    "session_timeout": 4.0,
-    "rebalance_timeout": 2.0,
-    "heartbeat_interval": 1.0,
     # Tansu holds an empty fetch for the whole wait: keep hops short.
     "fetch_max_wait_ms": 20,
     # Tansu's highwaters lag offsets it has served (see Settings): local tables win.

@@ -164,6 +164,8 @@ class Supervisor:
                 await self.ctx.producer.flush()
             except Exception:  # stopping anyway: the next owner redoes what is lost
                 log.exception("SIGTERM: results of the last fetches not acknowledged")
+            if seine.finished:
+                return  # the other watch (SIGTERM's or the timer's) stopped it meanwhile
             log.info("SIGTERM: handed over, stopping")
             seine.stop(0)
         elif time.monotonic() - seine.handing_over_since > HAND_OVER_TIMEOUT:
