@@ -249,15 +249,18 @@ class Leases(TieredQueues):
             return []  # no lease of the partition can have run out (see _note_lease)
         again: list[Dispatch] = []
         oldest = math.inf
-        for authority, state in list(self._busy_hosts(partition)):
-            busy = float(state["busy"])
+        for authority, held in list(self._busy_hosts(partition)):
+            busy = float(held["busy"])
             if now - busy < lease:
                 oldest = min(oldest, busy)
                 continue
+            # The host's state as it is now: `_busy` keeps the one its dispatch wrote,
+            # and URLs queued for the host since moved its tails. Written back, that
+            # old state left those URLs past the tails, never fetched.
+            state = copy_state(self._get(authority) or held)
             item = state.get("inflight") or {}
             kind = "robots" if state.get("robots") == ROBOTS_PENDING else item.get("kind", "page")
             url = item.get("url") or f"{state['origin']}/robots.txt"
-            state = copy_state(state)
             state["busy"] = now
             self._put(authority, state)
             self._busy[authority] = state

@@ -365,3 +365,28 @@ def test_host_states_are_read_from_memory_until_the_partition_is_forgotten() -> 
         assert h.frontier._get("h0.example") == h.hosts["h0.example"]
     finally:
         store_module.HOST_CACHE_SIZE = old
+
+
+def test_a_lease_expiry_keeps_the_urls_queued_while_its_fetch_was_in_flight() -> None:
+    """The re-dispatch starts from the host's state as it is now, not as the dispatch
+    left it: URLs queued for the host meanwhile moved its tails, and the old state
+    written back left them past the tails, never fetched (a fault run on Apache Kafka
+    ended with four pages so)."""
+    h = Harness(Politeness(fetch_lease=60.0))
+    h.open_host("a.example", b"", "/1")
+    (d,) = h.dispatched()
+    h.frontier.enqueue("http://a.example/2")
+    h.frontier.enqueue("http://a.example/3")
+    h.clock.advance(60.0)
+    (again,) = h.frontier.expire_leases(0)
+    assert again.url == d.url
+    h.check_counters()
+    h.finish(again)
+    fetched = []
+    for _ in range(3):
+        h.clock.advance(1)
+        for d in h.dispatched():
+            fetched.append(d.url)
+            h.finish(d)
+    assert fetched == ["http://a.example/2", "http://a.example/3"]
+    h.check_counters()
