@@ -249,7 +249,8 @@ LOCAL_PATHS: tuple[LocalPath, ...] = (
         FETCH,
         None,
         doc="A dispatched request starts in the frontier's own worker, once the table "
-        "records naming it are acknowledged.",
+        "records naming it are acknowledged (one dispatched during a rebalance, once "
+        "it is over).",
     ),
     LocalPath(
         "fetch",

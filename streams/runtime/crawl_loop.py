@@ -6,7 +6,8 @@ hands each request it dispatches to this worker's fetch stage, which starts it a
 once if it holds the fetch partition, and a fetch's completion is applied by this
 worker's frontier at its end, once its page is acknowledged. The frontier topic still
 carries new URLs, ticks, and the completions of a rebalance or a drain; the fetch
-topic the requests not started here.
+topic the requests not started here for want of a fetch slot. A request dispatched
+during a rebalance waits here for its end (`CrawlLoop.start_deferred`).
 
 Also the worker's side of a rebalance for these two stages (fetches of revoked
 partitions cancelled, the frontier forgetting what memory held of them) and the timer
@@ -75,6 +76,10 @@ class CrawlLoop:
         #: When each partition was last ticked for its leases.
         self.lease_ticks: dict[int, float] = {}
         self.completion_outbox = self.ctx.outbox()
+        #: Requests the frontier dispatched while the group rebalanced, started here
+        #: once it is over (`start_deferred`) instead of going through the fetch topic.
+        self.deferred: list[tuple[int, FetchRequest]] = []
+        self.deferred_outbox = self.ctx.outbox()
 
     def install(self) -> None:
         """Hook the loop into the app: the local completion path, the fetch results'
@@ -86,6 +91,7 @@ class CrawlLoop:
         app.on_partitions_assigned.connect(self.on_partitions_assigned)  # type: ignore[arg-type]
         app.timer(interval=0.02)(self.wake_sleeping_hosts)
         self.ctx.busy_checks.append(lambda: bool(self.unadopted_partitions()))
+        self.ctx.busy_checks.append(lambda: bool(self.deferred))
 
     async def apply_frontier_event(self, partition: int, event: FrontierEvent, out: Outbox) -> None:
         ctx, settings, tables = self.ctx, self.settings, self.tables
@@ -123,8 +129,10 @@ class CrawlLoop:
             # what other tasks ran meanwhile is theirs, not the frontier's
             ctx.counters.stage_cpu["frontier"] -= time.thread_time() - paused
         for request in dispatched:
-            # started here at once, or sent through the fetch topic
-            if self.app.rebalancing or not await self.fetch.start_dispatched(partition, request):
+            # started here at once, after the rebalance, or sent through the fetch topic
+            if self.app.rebalancing:
+                self.deferred.append((partition, request))
+            elif not await self.fetch.start_dispatched(partition, request):
                 out.add(topology.FETCH, partition, request)
 
     async def step(self, partition: int, event: FrontierEvent, out: Outbox) -> None:
@@ -186,6 +194,31 @@ class CrawlLoop:
                 out.cpu_elsewhere - elsewhere_before
             )
 
+    async def start_deferred(self) -> None:
+        """Start the requests dispatched while the group rebalanced, now that it is over.
+
+        A request sent to the fetch topic during a rebalance is read only after it, by
+        whoever then holds the partition; once (a 3-node Apache Kafka fault run) this
+        worker held the partition after and never read it, and the two hosts waiting
+        for it stood still until the fetch's lease ran out (120 s). Held here, a
+        request starts if the frontier still waits for that very dispatch in a
+        partition this worker holds (through the topic when no fetch slot is free);
+        any other is dropped: its host went with a revoked partition, and whoever
+        adopts the host does that fetch again (`Frontier.adopt`)."""
+        deferred, self.deferred = self.deferred, []
+        out = self.deferred_outbox
+        for partition, request in deferred:
+            if not self.frontier.is_current(request["host"], request["dispatched_at"]):
+                continue
+            # the revisit record the start reads lies in the request's partition
+            token = set_current_event(LocalEvent(self.frontier_topic, partition))
+            try:
+                if not await self.fetch.start_dispatched(partition, request):
+                    out.add(topology.FETCH, partition, request)
+            finally:
+                reset_current_event(token)
+        await out.flush()
+
     def unadopted_partitions(self) -> list[int]:
         """Frontier partitions this worker was assigned but has not adopted yet.
 
@@ -210,6 +243,7 @@ class CrawlLoop:
         revoked: set[Any] = args[0]
         fetches = {tp.partition for tp in revoked if tp.topic == self.fetch_topic}
         self.fetch.forget_partitions(fetches)
+        self.deferred = [(p, request) for p, request in self.deferred if p not in fetches]
         cancelled = await self.fetch.cancel(fetches)
         for tp in revoked:
             if tp.topic == self.frontier_topic:
@@ -232,7 +266,12 @@ class CrawlLoop:
         event of the partition), and now and then one with fetches in flight, so that
         lost completions are noticed by lease expiry."""
         if not self.seine.dispatching:
-            return  # nothing is dispatched while draining: no wake-ups needed
+            # nothing is dispatched while draining: no wake-ups needed, and nothing
+            # held back starts (the tables keep those dispatches for the next run)
+            self.deferred.clear()
+            return
+        if self.deferred and not self.app.rebalancing:
+            await self.start_deferred()
         ctx, the_frontier, revisits = self.ctx, self.frontier, self.revisits
         now = time.time()
         for partition in self.unadopted_partitions():
