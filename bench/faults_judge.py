@@ -55,7 +55,8 @@ def stall_diagnosis(
     lines = [f"{len(missing)} pages missing:"]
     for url in missing[:20]:
         parts = urlsplit(url)
-        lines.append(f"  {url} (requested {asked.get((parts.hostname, parts.path), 0)} times)")
+        target = parts.path + (f"?{parts.query}" if parts.query else "")  # as the server logs it
+        lines.append(f"  {url} (requested {asked.get((parts.hostname, target), 0)} times)")
     keys = ("partitions", "rebalancing", "busy", "queued", "in_flight", "lagging", "sent", "done")
     for index in indices:
         s = status(index)
