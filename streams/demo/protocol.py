@@ -273,12 +273,14 @@ class _HttpProtocol(asyncio.Protocol):
             tail = b"Connection: keep-alive\r\n\r\n"
         else:
             tail = b"\r\n"
+        # The end is stamped before the write, not after: on a loaded machine this
+        # process was preempted between the two while the client read the whole
+        # response, and the log had the host's next request 6 ms "too soon".
+        end = time.time()
         transport.write(head + tail + body)
         site = self.site
         site.requests += 1
-        site.records.append(
-            (host, target, start, time.time(), status, self.peer, self.local_ip, method)
-        )
+        site.records.append((host, target, start, end, status, self.peer, self.local_ip, method))
         if not keep_alive:
             self.closing = True
             transport.close()
