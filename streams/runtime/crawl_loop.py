@@ -198,7 +198,7 @@ class CrawlLoop:
         """Start the requests dispatched while the group rebalanced, now that it is over.
 
         A request sent to the fetch topic during a rebalance is read only after it, by
-        whoever then holds the partition; once (a 3-node Apache Kafka fault run) this
+        whoever then holds the partition; once (the fault test on Apache Kafka) this
         worker held the partition after and never read it, and the two hosts waiting
         for it stood still until the fetch's lease ran out (120 s). Held here, a
         request starts if the frontier still waits for that very dispatch in a
