@@ -104,6 +104,10 @@ __all__ = [
     "tier_for",
 ]
 
+#: Page URLs a frontier remembers having dispatched (`Frontier._dispatched`): ~100 bytes
+#: each, so at most ~7 MB.
+RECENT_DISPATCHES = 1 << 16
+
 
 class Frontier(Leases):
     """Per-host queues and scheduling for every partition this worker owns."""
@@ -126,6 +130,11 @@ class Frontier(Leases):
         #: page never reached the store, its parse message lost with the broker, must
         #: be fetched again, or its links are never followed.)
         self.fetched_already: Callable[[str], bool] | None = None
+        #: Pages this frontier dispatched (at most RECENT_DISPATCHES, then forgotten):
+        #: a second copy of one in its host's queue is not fetched, even before the
+        #: first copy's page reaches a store (a restarted worker fetched one URL twice
+        #: 167 ms apart so). A lost fetch done again is marked ``again`` (`_push_front`).
+        self._dispatched: dict[str, None] = {}
         #: (tier, sequence) of the URL the last enqueue() queued: the URL registry keeps
         #: it in the URL's state, so a later re-tier finds the item without a scan.
         self.last_slot: tuple[int, int] = (0, 0)
@@ -353,12 +362,24 @@ class Frontier(Leases):
             if stored_since is not None and stored_since(str(item["url"]), float(since)):
                 return f"a capture fetched at or after {float(since):.3f} is stored"
             return ""
+        if item.get("again"):
+            return ""
+        if item["url"] in self._dispatched:
+            return "dispatched already: a second copy in the host's queue"
         fetched_already = self.fetched_already
-        if item.get("again") or fetched_already is None:
+        if fetched_already is None:
             return ""
         if fetched_already(str(item["url"])):
             return "stored already: a second copy in the host's queue"
         return ""
+
+    def _refetch_hold(self, item: QueueItem) -> float:
+        """When a hand-off refetch may go: `Politeness.refetch_hold` after the fetch of
+        the capture it replaces (0.0 for any other item)."""
+        since = item.get("unless_stored")
+        if not since or item.get("kind", "page") != "page":
+            return 0.0
+        return float(since) + self.policy.refetch_hold
 
     def budget_exhausted(self) -> bool:
         return bool(self.policy.max_pages) and self.pages_dispatched >= self.policy.max_pages
@@ -486,10 +507,23 @@ class Frontier(Leases):
                 depth = int(item["depth"])
                 decisions.append(Decision(item["url"], authority, FETCHED_ALREADY, why, depth))
                 continue
+            hold = self._refetch_hold(item)
+            if hold > now:
+                # back to the head of its tier; the host waits for it (`refetch_hold`)
+                self._unqueue(key)
+                self._push_front(authority, state, item)
+                state["next"] = max(float(state.get("next", 0.0)), hold)
+                self._schedule(self._pq(authority), authority, hold)
+                break
             self.pages_dispatched += 1
             state["pages"] = int(state.get("pages", 0)) + 1
             self._mark_busy(authority, state, now, item, key)
             kind = item.get("kind", "page")  # hook (sitemaps)
+            if kind == "page":
+                dispatched = self._dispatched
+                if len(dispatched) >= RECENT_DISPATCHES:
+                    dispatched.clear()  # cheaper than LRU bookkeeping on the hot path
+                dispatched[item["url"]] = None
             return Dispatch(item["url"], authority, kind, int(item["depth"]), now, slot)
         self._put(authority, state)
         return None

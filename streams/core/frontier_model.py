@@ -129,6 +129,12 @@ class Politeness:
     #: Seconds an adoption waits for the completion of a fetch that was in flight
     #: (`Frontier.adopt`) before it does that fetch again.
     adopt_grace: float = 3.0
+    #: Seconds after a capture's fetch before the refetch of a hand-off miss of it may
+    #: go (`Frontier.enqueue`'s ``unless_stored_since``): after a restart or a
+    #: rebalance the fetch result that carried its body is often read again by the
+    #: worker and stores that very capture a moment later; fetched at once, the refetch
+    #: stored the page a second time.
+    refetch_hold: float = 10.0
 
 
 @dataclass

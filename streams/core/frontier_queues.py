@@ -207,11 +207,12 @@ class TieredQueues(HostStore):
 
     def _push_front(self, authority: str, state: HostState, item: QueueItem) -> str:
         """Put an item back at the head of its tier (a lost or throttled fetch goes
-        first); returns its queue key."""
+        first), marked ``again``: a page to fetch though it was dispatched before;
+        returns its queue key."""
         tier = min(TIERS - 1, max(0, int(item.get("tier", TIERS - 1))))
         head = int(state["heads"][tier]) - 1
         key = queue_key(authority, tier, head)
-        self.queue[key] = item
+        self.queue[key] = {**item, "again": 1}
         state["heads"][tier] = head
         self._count(authority, 1)
         return key
@@ -246,9 +247,12 @@ class TieredQueues(HostStore):
         item, key = self._take(queue_key(authority, best, seq), keep=True)
         holes = int(state.get("holes", 0))
         if item is None and holes > 0:
-            state["holes"] = holes - 1  # a re-tier's hole passed: no URL left the queue
+            holes -= 1  # a re-tier's hole passed: no URL left the queue
+            state["holes"] = holes
         else:
             self._count(authority, -1)
+        if holes and sum(map(int, tails)) == sum(map(int, heads)):
+            state["holes"] = 0  # every slot passed: a count left over is let go
         return item, key, (best, seq)
 
     def _take(self, key: str, keep: bool = False) -> tuple[QueueItem | None, str]:

@@ -589,6 +589,7 @@ def test_a_throttled_page_served_from_a_move_goes_back_to_its_new_slot() -> None
         "priority": 0,
         "tier": 0,
         "retries": 1,
+        "again": 1,  # dispatched before: not taken for a second copy (`_push_front`)
     }
     reborn = _reborn(queue, hosts, clock)
     clock.now += 10.0

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from streams.core.frontier import Frontier, Politeness
+from streams.core.frontier_model import queue_key
 
 T0 = 1_000_000.0
 PAGES = ["http://a.example/1", "http://a.example/2", "http://a.example/3"]
@@ -193,3 +194,75 @@ def test_a_url_queued_twice_after_a_torn_enqueue_is_fetched_once() -> None:
     assert fetched == ["http://a.example/robots.txt", PAGES[0], PAGES[1], PAGES[1]]
     assert skipped == [(PAGES[0], "fetched-already")]
     assert frontier.queued == 0 and frontier.in_flight == 0
+
+
+def test_a_second_copy_is_not_fetched_before_the_first_copys_page_is_stored() -> None:
+    """The page store learns of a capture only after parse, content-dedup and
+    link-extract; a second copy of the URL due before then was fetched again (a
+    restarted worker fetched one URL twice, 167 ms apart). The frontier remembers the
+    pages it dispatched; a lost fetch it redoes is marked ``again`` (`_push_front`)."""
+    clock = Clock()
+    frontier = Frontier({}, {}, Politeness(), lambda _host: 0, clock)
+    frontier.fetched_already = lambda _url: False  # no page reaches a store here
+    for url in (PAGES[0], PAGES[1], PAGES[0]):
+        frontier.enqueue(url)
+    fetched: list[str] = []
+    skipped: list[tuple[str, str]] = []
+    throttled = False
+    for _ in range(8):
+        dispatches, decisions = frontier.due(0)
+        skipped += [(d.url, d.outcome) for d in decisions]
+        for d in dispatches:
+            fetched.append(d.url)
+            status = 200
+            if d.url == PAGES[1] and not throttled:
+                status, throttled = 503, True  # asked again later: not a second copy
+            body = b"" if d.kind == "robots" else None
+            frontier.complete(d.host, d.kind, status, "ok", 1.0, clock(), None, body)
+        clock.now += 10
+    assert fetched == ["http://a.example/robots.txt", PAGES[0], PAGES[1], PAGES[1]]
+    assert [url for url, _ in skipped if url == PAGES[0]] == [PAGES[0]]
+    assert frontier.queued == 0 and frontier.in_flight == 0
+
+
+def test_a_url_waiting_under_a_hole_count_one_over_is_fetched() -> None:
+    """After a kill lost a re-tier move held in memory, a host's hole count was one
+    over: `pending` said 0 while a URL waited between its tier's head and tail, and it
+    was never fetched (the cluster-gone test). The slots are read while holes are
+    counted, and the count is let go once every slot is passed."""
+    url = "http://a.example/19"
+    hosts = {
+        "a.example": {
+            "origin": "http://a.example",
+            "heads": [51, 29, 13, 0],
+            "tails": [52, 52, 23, 0],
+            "wrr": [0, 0, 0, 0],
+            "pages": 33,
+            "next": 0.0,
+            "busy": 0.0,
+            "inflight": None,
+            "robots": "ready",
+            "robots_body": "",
+            "robots_tries": 0,
+            "robots_expires": 2e9,
+            "errors": 0,
+            "last_ms": 1.0,
+            "fetched": 32,
+            "holes": 34,  # 34 slots, one of them holding the URL
+        }
+    }
+    queue = {queue_key("a.example", 2, 19): {"url": url, "depth": 2, "priority": 0, "tier": 2}}
+    clock = Clock()
+    frontier = Frontier(hosts, queue, Politeness(), lambda _host: 0, clock)
+    frontier.adopt(0, list(hosts.items()))
+    fetched: list[str] = []
+    for _ in range(3):
+        dispatches, _ = frontier.due(0)
+        for page in dispatches:
+            fetched.append(page.url)
+            frontier.complete(page.host, page.kind, 200, "ok", 1.0, clock(), None, None)
+        clock.now += 10
+    assert fetched == [url]
+    state = hosts["a.example"]
+    assert state["heads"] == state["tails"] and state["holes"] == 0
+    assert queue == {}

@@ -462,3 +462,56 @@ def test_a_handoff_refeed_is_not_fetched_once_its_capture_is_stored() -> None:
     assert frontier.queued == 0
     assert handoff_refeed_since("recrawl:handoff") == 0.0  # from before the time was sent
     assert handoff_refeed_since("recrawl") is None
+
+
+def test_a_handoff_refetch_waits_for_the_fetch_result_read_again() -> None:
+    """A hand-off miss right after a restart races the fetch result that carried the
+    body, read again by the same worker, which stores that very capture a moment later:
+    fetched at once, the refetch stored the page a second time (test_worker_replaced
+    saw it). The refetch waits until `refetch_hold` after the capture's fetch: then it
+    is skipped if the capture got stored, and done if not."""
+    stored: dict[str, float] = {}
+    clock = FrontierClock()
+    frontier = Frontier({}, {}, Politeness(refetch_hold=10.0), lambda host: 0, clock)
+    frontier.stored_since = lambda url, since: stored.get(url, -1.0) >= since
+    frontier.enqueue("http://a.test/0")
+    captured = clock() - 1.0  # the capture whose body the killed worker held
+    event: FrontierEvent = {
+        "new_urls": [
+            {
+                "url": f"http://a.test/{n}",
+                "depth": 1,
+                "priority": 0,
+                "kind": "page",
+                "via": handoff_refeed(captured),
+            }
+            for n in (1, 2)
+        ],
+        "completions": [],
+        "tick": False,
+    }
+    fetched: list[str] = []
+    skipped: list[Any] = []
+
+    def step() -> None:
+        dispatches, decisions = frontier.due(0)
+        skipped.extend(decisions)
+        for d in dispatches:
+            fetched.append(d.url)
+            body = b"" if d.kind == "robots" else None
+            frontier.complete(d.host, d.kind, 200, "ok", 1.0, clock(), None, body)
+
+    step()  # robots.txt
+    recrawl.handle(0, event, frontier, schedule(), [])
+    for _ in range(8):  # 8 s: the refetches wait, /0 goes
+        clock.advance(1)
+        step()
+    assert fetched == ["http://a.test/robots.txt", "http://a.test/0"]
+    assert frontier.queued == 2
+    stored["http://a.test/1"] = captured  # the fetch result read again stored it
+    for _ in range(4):
+        clock.advance(1)
+        step()
+    assert fetched[2:] == ["http://a.test/2"]
+    assert [(d.url, d.outcome) for d in skipped] == [("http://a.test/1", FETCHED_ALREADY)]
+    assert frontier.queued == 0
