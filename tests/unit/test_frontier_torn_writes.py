@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from streams.core.frontier import Frontier, Politeness
-from streams.core.frontier_model import queue_key
+from tests.unit.frontier_helpers import Harness
 
 T0 = 1_000_000.0
 PAGES = ["http://a.example/1", "http://a.example/2", "http://a.example/3"]
@@ -230,39 +230,20 @@ def test_a_url_waiting_under_a_hole_count_one_over_is_fetched() -> None:
     over: `pending` said 0 while a URL waited between its tier's head and tail, and it
     was never fetched (the cluster-gone test). The slots are read while holes are
     counted, and the count is let go once every slot is passed."""
-    url = "http://a.example/19"
-    hosts = {
-        "a.example": {
-            "origin": "http://a.example",
-            "heads": [51, 29, 13, 0],
-            "tails": [52, 52, 23, 0],
-            "wrr": [0, 0, 0, 0],
-            "pages": 33,
-            "next": 0.0,
-            "busy": 0.0,
-            "inflight": None,
-            "robots": "ready",
-            "robots_body": "",
-            "robots_tries": 0,
-            "robots_expires": 2e9,
-            "errors": 0,
-            "last_ms": 1.0,
-            "fetched": 32,
-            "holes": 34,  # 34 slots, one of them holding the URL
-        }
-    }
-    queue = {queue_key("a.example", 2, 19): {"url": url, "depth": 2, "priority": 0, "tier": 2}}
-    clock = Clock()
-    frontier = Frontier(hosts, queue, Politeness(), lambda _host: 0, clock)
-    frontier.adopt(0, list(hosts.items()))
+    before = Harness()
+    before.open_host("a.example", b"", "/19")  # robots.txt answered, /19 queued
+    state = before.hosts["a.example"]
+    state["tails"][0] += 1  # the empty new slot of a move lost with the worker
+    state["holes"] = 2  # one over: it also counts the slot that still holds /19
+    after = Harness(hosts=before.hosts, queue=before.queue, clock=before.clock)
+    after.frontier.adopt(0, list(after.hosts.items()))
     fetched: list[str] = []
     for _ in range(3):
-        dispatches, _ = frontier.due(0)
-        for page in dispatches:
+        after.clock.advance(10)
+        for page in after.dispatched():
             fetched.append(page.url)
-            frontier.complete(page.host, page.kind, 200, "ok", 1.0, clock(), None, None)
-        clock.now += 10
-    assert fetched == [url]
-    state = hosts["a.example"]
+            after.finish(page)
+    assert fetched == ["http://a.example/19"]
+    state = after.hosts["a.example"]
     assert state["heads"] == state["tails"] and state["holes"] == 0
-    assert queue == {}
+    assert after.queue == {}
