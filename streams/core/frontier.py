@@ -510,8 +510,8 @@ class Frontier(Leases):
             hold = self._refetch_hold(item)
             if hold > now:
                 # back to the head of its tier; the host waits for it (`refetch_hold`)
-                self._unqueue(key)
-                self._push_front(authority, state, item)
+                if self._push_front(authority, state, item) != key:
+                    self._unqueue(key)  # it lay elsewhere: a lazy re-tier move's old key
                 state["next"] = max(float(state.get("next", 0.0)), hold)
                 self._schedule(self._pq(authority), authority, hold)
                 break
