@@ -3,7 +3,7 @@
 Run (from the repo root; the ``bench`` extra provides psutil)::
 
     .venv/bin/python bench/topic_bytes.py                      # 100 hosts x 30 pages
-    .venv/bin/python bench/topic_bytes.py --compression zstd   # the stages' producer codec
+    .venv/bin/python bench/topic_bytes.py --compression lz4    # the stages' producer codec
 
 One ``seine crawl --until-idle`` runs against an embedded broker (Tansu, memory storage)
 that this script starts, so the topics outlive the crawl; then every topic of the app
@@ -136,7 +136,7 @@ def main() -> int:
     report: dict[str, Any] = {
         "hosts": args.hosts,
         "pages_per_host": args.pages,
-        "compression": args.compression or "default (lz4)",
+        "compression": args.compression or "default (zstd)",
         "crawl_exit_code": done.returncode,
         "fetched": len(pages),
         "wall_s": round(wall, 1),

@@ -170,9 +170,11 @@ class KafkaSettings:
     #: request), so a SIGKILLed worker's successor recovers older tables and redoes
     #: more fetches: tests/integration/test_faults.py failed its bound 1 run in 5.
     changelog_linger_ms: int = -1
-    #: Codec of the stages' producer (stage topics and table changelogs): lz4, zstd,
-    #: gzip, snappy or none. HTML shrinks ~4x with lz4; bench/topic_bytes.py compares.
-    compression: str = "lz4"
+    #: Codec of the stages' producer (stage topics and table changelogs): zstd, lz4,
+    #: gzip, snappy or none. The embedded broker keeps every batch in memory as sent,
+    #: and zstd keeps ~36% less of it than lz4 for the same crawl CPU
+    #: (docs/decisions/0001-stage-compression.md); bench/topic_bytes.py compares.
+    compression: str = "zstd"
     #: A consumed message over this many bytes is refused whole (dead-letters): Seine's
     #: own batches stay under 768 KiB plus one body of at most max_body_bytes.
     max_message_bytes: int = 8 * 1024 * 1024

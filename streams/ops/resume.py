@@ -263,7 +263,7 @@ def push_resume(bootstrap: str, app_id: str, plan: ResumePlan) -> None:
             "bootstrap.servers": bootstrap,
             "message.max.bytes": 16 * 1024 * 1024,
             "linger.ms": 5,
-            "compression.type": "lz4",
+            "compression.type": "zstd",
         }
     )
     frontier = topology.topic_name(app_id, topology.FRONTIER)

@@ -258,9 +258,9 @@ def test_compression_reaches_the_stage_producer() -> None:
 
     from streams.kafka.producer import StageProducer
 
-    assert Settings().kafka.compression == "lz4"
-    s = load_settings(environ={"SEINE_COMPRESSION": "zstd"})
-    assert s.kafka.compression == "zstd"
+    assert Settings().kafka.compression == "zstd"
+    s = load_settings(environ={"SEINE_COMPRESSION": "lz4"})
+    assert s.kafka.compression == "lz4"
     config: dict[str, Any] = {"compression.type": s.kafka.compression}
     StageProducer("127.0.0.1:9", **config).close(0)
     with pytest.raises(KafkaException):
