@@ -43,6 +43,8 @@ What it does, and why each part is there:
   The CPU that *other* processes used meanwhile is printed too, and runs where it
   averaged a quarter of a core or more are flagged: on a shared machine those figures
   are not comparable.
+  Seine's workers' CPU is also split by thread each second (bench/threads.py): the event
+  loop, which runs every stage, against librdkafka, tantivy, RocksDB and the rest.
 * **Fairness**: the crawlers never run at the same time; with ``--runs N`` they alternate
   and the order is swapped every round, and medians are reported. The benchmark itself
   only sleeps between polls.

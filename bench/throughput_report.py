@@ -121,6 +121,9 @@ class Result:
                 k: round(v / MB, 1) for k, v in self.measured.peak_rss_by_process.items()
             },
             "cpu_s_by_process": {k: round(v, 1) for k, v in self.measured.cpu_by_process.items()},
+            "worker_cpu_s_by_thread": {
+                k: round(v, 1) for k, v in self.measured.cpu_by_thread.items()
+            },
             "returncode": self.measured.returncode,
             "timed_out": self.measured.timed_out,
             "data_mb": round(self.data_bytes / MB, 1),
@@ -188,6 +191,16 @@ def print_result(result: Result, expected: int) -> None:
             + ", ".join(
                 f"{name} {seconds:.1f} s ({1000 * seconds / pages:.2f} ms/page)"
                 for name, seconds in sorted(m.cpu_by_process.items(), key=lambda kv: -kv[1])
+            )
+        )
+    if m.cpu_by_thread:
+        pages = max(c.page_fetches, 1)
+        total = sum(m.cpu_by_thread.values()) or 1.0
+        print(
+            "    workers' CPU by thread (last sample): "
+            + ", ".join(
+                f"{kind} {1000 * seconds / pages:.2f} ms/page ({100 * seconds / total:.0f}%)"
+                for kind, seconds in sorted(m.cpu_by_thread.items(), key=lambda kv: -kv[1])
             )
         )
     noisy = result.other_cores >= NOISY_CORES

@@ -17,9 +17,12 @@ from typing import ClassVar
 
 import psutil
 
+from bench.threads import thread_cpu, thread_kind
+
 ROOT = Path(__file__).resolve().parents[1]
 POLL_S = 0.2  # RSS sampling period
 CHILD_SCAN_S = 1.0  # how often the process tree is re-listed (cheaper than every poll)
+THREAD_SCAN_S = 1.0  # how often the workers' threads' CPU is read
 STOP_GRACE_S = 20.0  # SIGTERM first (Seine stops its broker), SIGKILL after this
 
 
@@ -43,6 +46,8 @@ class Measured:
     #: per process name: user+system CPU seconds at its last sample (a process's last
     #: 0.2 s may be missed; cpu_s above is the exact total)
     cpu_by_process: dict[str, float] = field(default_factory=dict)
+    #: the workers' CPU seconds by kind of thread (`thread_kind`), at their last sample
+    cpu_by_thread: dict[str, float] = field(default_factory=dict)
 
 
 def high_water_mark(pid: int) -> int:
@@ -200,8 +205,9 @@ def run_watched(
     peaks: dict[int, int] = defaultdict(int)  # pid -> max(sampled RSS, kernel high-water mark)
     names: dict[int, str] = {}
     cpu_seen: dict[int, float] = {}
+    threads_seen: dict[tuple[int, int], tuple[str, float]] = {}
     members: list[psutil.Process] = []
-    next_scan = 0.0
+    next_scan = next_threads = 0.0
     next_note = watched.launched_mono + 60.0
     timed_out = False
     try:
@@ -230,6 +236,12 @@ def run_watched(
                 total += rss
                 peaks[proc.pid] = max(peaks[proc.pid], rss, high_water_mark(proc.pid))
             peak = max(peak, total)
+            if now >= next_threads:
+                for proc in members:
+                    if names.get(proc.pid, "").endswith(" worker"):
+                        for tid, seen in thread_cpu(proc.pid).items():
+                            threads_seen[(proc.pid, tid)] = seen
+                next_threads = now + THREAD_SCAN_S
             watched.done.wait(POLL_S)
         busy_after, own_after = system_busy(), own_cpu()
     finally:
@@ -241,6 +253,9 @@ def run_watched(
     cpu_by_label: dict[str, float] = defaultdict(float)
     for pid, seconds in cpu_seen.items():
         cpu_by_label[names.get(pid, "?")] += seconds
+    cpu_by_thread: dict[str, float] = defaultdict(float)
+    for (pid, tid), (name, seconds) in threads_seen.items():
+        cpu_by_thread[thread_kind(pid, tid, name)] += seconds
     exited_mono = watched.exited_mono or time.monotonic()
     wall = exited_mono - watched.launched_mono
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -256,4 +271,5 @@ def run_watched(
         system_busy_s=busy_after - busy_before,
         bench_cpu_s=own_after - own_before,
         cpu_by_process=dict(cpu_by_label),
+        cpu_by_thread=dict(cpu_by_thread),
     )
