@@ -61,7 +61,7 @@ def _push_plan(effective: Settings, plan: Any) -> None:
     from streams.ops.resume import push_resume
 
     ensure_topics(effective)
-    push_resume(effective.kafka.bootstrap, effective.app_id, plan)
+    push_resume(effective.kafka.bootstrap, effective.app_id, plan, effective.kafka.compression)
     print(
         f"seine: resuming an interrupted crawl: {plan.lost_count} of {plan.seen} seen "
         f"URLs re-queued, {plan.link_count} links of {plan.stored_pages} stored pages "

@@ -39,6 +39,8 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
+from streams.settings import KafkaSettings
+
 log = logging.getLogger("seine.producer")
 
 
@@ -98,8 +100,8 @@ class StageProducer:
             # the embedded broker goes away at the end of a crawl: not worth a log line
             "log.connection.close": False,
             # librdkafka compresses in its own threads; the embedded broker keeps each
-            # batch as sent (aiokafka decompresses with cramjam). Why zstd: decision 0001.
-            "compression.type": "zstd",
+            # batch as sent (aiokafka decompresses with cramjam). Why: decision 0001.
+            "compression.type": KafkaSettings.compression,
             "acks": "all",
         }
         settings.update(config)

@@ -55,6 +55,7 @@ from typing import Any
 
 import topology
 from streams.core.provenance import Via
+from streams.settings import KafkaSettings
 
 log = logging.getLogger("seine.resume")
 
@@ -250,8 +251,11 @@ def plan_resume(data_dir: str | Path, partitions: int) -> ResumePlan | None:
     return plan
 
 
-def push_resume(bootstrap: str, app_id: str, plan: ResumePlan) -> None:
-    """Send the plan to the (new, empty) broker's topics, before any worker starts."""
+def push_resume(
+    bootstrap: str, app_id: str, plan: ResumePlan, compression: str = KafkaSettings.compression
+) -> None:
+    """Send the plan to the (new, empty) broker's topics, before any worker starts,
+    compressed with the crawl's codec (`Settings.kafka.compression`)."""
     from confluent_kafka import Producer
 
     import topology
@@ -263,7 +267,7 @@ def push_resume(bootstrap: str, app_id: str, plan: ResumePlan) -> None:
             "bootstrap.servers": bootstrap,
             "message.max.bytes": 16 * 1024 * 1024,
             "linger.ms": 5,
-            "compression.type": "zstd",
+            "compression.type": compression,
         }
     )
     frontier = topology.topic_name(app_id, topology.FRONTIER)
