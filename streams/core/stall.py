@@ -135,13 +135,27 @@ def rewind_offset(entry: Mapping[str, Any]) -> int | None:
     # Faust's read offset is the last offset handed on, except right after a seek,
     # where it is the next one to read: a commit below it is held either way.
     handed = read + 1 if read is not None else committed
-    if committed is not None and read is not None and committed < read:
-        return int(committed)
+    if held_commit(entry):
+        return int(entry["committed"])
     if position is not None and handed is not None and handed < position:
         return int(handed)
     if position is not None and high is not None and position < high:
         return int(position)
     return None
+
+
+def held_commit(entry: Mapping[str, Any]) -> bool:
+    """Does a partition's commit stand behind the last offset handed to its agent?"""
+    read, committed = entry.get("read"), entry.get("committed")
+    return committed is not None and read is not None and committed < read
+
+
+def unfinished(entries: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The partitions of a worker's status (`lagging`) with records still to hand on
+    or a message never handled (`rewind_offset`): a crawl is not idle while any
+    worker has one, whatever its counters say (a message dropped on its way to the
+    agent is passed by the offsets handled after it)."""
+    return [entry for entry in entries if "topic" in entry and rewind_offset(entry) is not None]
 
 
 class StuckPartitions:

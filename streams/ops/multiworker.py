@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import topology
-from streams.core.stall import StallWatch, offsets_handled
+from streams.core.stall import StallWatch, offsets_handled, rewind_offset, unfinished
 from streams.core.stall import describe as describe_stall
 from streams.core.stats import ERROR_OUTCOMES, top_reasons
 from streams.kafka.consumer_state import describe as describe_lagging
@@ -85,6 +85,9 @@ UNCONSUMED = (topology.CRAWL_LOG.name, topology.DEAD_LETTERS.name)
 #: supervisor says so (a politeness delay or a backoff can hold a crawl still for a
 #: few seconds; nothing legitimate holds a sent message unhandled this long).
 STALL_SECONDS = 30.0
+#: Seconds an otherwise idle crawl waits for unfinished partitions beyond twice the
+#: stuck-partition rewind's wait (`UnfinishedWait`).
+UNFINISHED_GRACE = 10.0
 
 
 def totals(statuses: list[dict[str, Any]], seeds_sent: int) -> tuple[Counter[str], Counter[str]]:
@@ -138,6 +141,49 @@ def globally_idle(
     if not all(done[name] >= count for name, count in sent.items() if name not in UNCONSUMED):
         return False
     return caught_up(statuses, seeds_upto or {})
+
+
+def unfinished_partitions(statuses: list[dict[str, Any]]) -> list[str]:
+    """Each partition a worker still has to hand on, or holds at a message it never
+    handled (`streams.core.stall.unfinished`), as "worker-N topic[p] at offset o"."""
+    return [
+        f"worker-{index} {entry['topic']}[{entry['partition']}] at offset {rewind_offset(entry)}"
+        for index, status in enumerate(statuses)
+        for entry in unfinished(status.get("lagging") or [])
+    ]
+
+
+class UnfinishedWait:
+    """How long an otherwise idle crawl waits for its unfinished partitions.
+
+    A message dropped on its way to its agent leaves the crawl's counters and
+    offsets balanced: only the worker's held commit shows it, and the worker's
+    stuck-partition rewind reads it again once the partition stood still for
+    `stuck_rewind_after`. The crawl waits for that, and for `patience` seconds at
+    most: a partition that never settles (a broker's odd watermark) must not hold
+    the crawl for ever, so it then ends with a warning naming them.
+    """
+
+    def __init__(self, patience: float) -> None:
+        self.patience = patience
+        self._since: float | None = None
+
+    def holds(self, now: float, unfinished: list[str]) -> bool:
+        """Should the crawl not end yet? Prints the warning when patience runs out."""
+        if not unfinished:
+            self._since = None
+            return False
+        if self._since is None:
+            self._since = now
+        if now - self._since < self.patience:
+            return True
+        print(
+            f"seine: WARNING: ending the crawl with partitions not handled to the end "
+            f"after {self.patience:.0f}s: {', '.join(unfinished)}",
+            file=sys.stderr,
+            flush=True,
+        )
+        return False
 
 
 def idle_confirmed(statuses: list[dict[str, Any]], idle_since: float, now: float) -> bool:
@@ -439,6 +485,7 @@ def run_workers(
     started = time.time()
     idle_since: float | None = None
     stall = StallWatch(STALL_SECONDS)
+    waiting = UnfinishedWait(2 * settings.kafka.stuck_rewind_after + UNFINISHED_GRACE)
     progress: Progress | None = None
     code = 0
     try:
@@ -492,7 +539,9 @@ def run_workers(
                 print(stall_report(ready, missing, STALL_SECONDS), file=sys.stderr, flush=True)
             if not until_idle:
                 continue
-            if globally_idle(ready, len(seeds), seeds_upto, settings.kafka.partitions):
+            if globally_idle(
+                ready, len(seeds), seeds_upto, settings.kafka.partitions
+            ) and not waiting.holds(time.monotonic(), unfinished_partitions(ready)):
                 now = time.time()
                 if idle_since is None:
                     idle_since = now

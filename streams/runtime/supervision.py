@@ -23,7 +23,7 @@ from typing import Any
 
 import topology
 from streams.core import allocator
-from streams.core.stall import StuckPartitions
+from streams.core.stall import StuckPartitions, held_commit
 from streams.kafka.consumer_state import lagging_partitions, rewind
 from streams.kafka.producer import hook_into_commits
 from streams.ops.exits import EXIT_BROKER_LOST
@@ -55,6 +55,8 @@ class Supervisor:
         self.stuck = StuckPartitions(self.settings.kafka.stuck_rewind_after)
         #: the watch a SIGTERM started (`hand_over`), referenced until it is done
         self._watching: asyncio.Future[None] | None = None
+        #: monotonic time of the last commit `settle_commits` made
+        self._settled_at = 0.0
 
     def install(self) -> None:
         app = self.app
@@ -138,6 +140,7 @@ class Supervisor:
         if seine.on_progress is not None:
             seine.on_progress(seine)
         if self.status_path is not None:
+            await self.settle_commits()
             write_status(self.status_path, seine.status())
         if seine.handing_over_since is not None and not seine.finished:
             await self._handing_over()
@@ -155,6 +158,24 @@ class Supervisor:
             seine.idle_since = now
         elif now - seine.idle_since >= IDLE_SECONDS:
             seine.stop(0)
+
+    async def settle_commits(self) -> None:
+        """Commit now, at most once a second, when this worker holds no work and a
+        commit stands behind what it handed on: its status then shows a partition
+        held only by a message it never handled (the parent's idle check waits for
+        those, `streams.core.stall.unfinished`), not one merely waiting for the
+        commit interval, so the crawl's end is not held back by it."""
+        now = time.monotonic()
+        if now - self._settled_at < 1.0 or self.ctx.locally_busy() or self.app.rebalancing:
+            return
+        entries = lagging_partitions(self.app, self.seine._consumed_topics)
+        if not any(held_commit(entry) for entry in entries):
+            return
+        self._settled_at = now
+        try:
+            await self.app.consumer.commit()
+        except Exception as exc:  # a commit the next round makes: only the idle check waits
+            log.debug("commit at idle failed: %s", exc)
 
     async def _handing_over(self) -> None:
         seine = self.seine

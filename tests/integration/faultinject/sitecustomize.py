@@ -95,3 +95,41 @@ if _DROP:
             )
 
     _fetcher.PartitionRecords._unpack_records = _unpack_dropping  # type: ignore[method-assign]
+
+# With SEINE_TEST_STALE_MESSAGE=<topic suffix>:<partition>:<offset> set, the first
+# message made of that record carries the generation before the consumer's: Faust's
+# stream then passes over it unacknowledged (faust-streaming 0.15.3, `Stream.
+# __anext__`, a message of an older generation after a rebalance), the way a
+# restarted worker of a multi-worker crawl lost one content-dedup message. The
+# records after it are handled, so only the held commit says it is missing.
+_STALE = os.environ.get("SEINE_TEST_STALE_MESSAGE", "")
+
+if _STALE:
+    import sys
+    from typing import Any
+
+    from faust.transport.drivers import aiokafka as _driver
+
+    _stale_suffix, _stale_partition, _stale_offset = _STALE.rsplit(":", 2)
+    _stale_done: list[int] = []
+    _original_to_message = _driver.Consumer._to_message
+
+    def _to_message(self: Any, tp: Any, record: Any) -> Any:
+        message = _original_to_message(self, tp, record)
+        if (
+            not _stale_done
+            and record.topic.endswith(_stale_suffix)
+            and record.partition == int(_stale_partition)
+            and record.offset == int(_stale_offset)
+        ):
+            _stale_done.append(record.offset)
+            message.generation_id = (message.generation_id or 0) - 1
+            print(
+                f"faultinject: {record.topic}[{record.partition}] offset {record.offset} "
+                "made stale",
+                file=sys.stderr,
+                flush=True,
+            )
+        return message
+
+    _driver.Consumer._to_message = _to_message  # type: ignore[method-assign]
