@@ -12,8 +12,10 @@ import asyncio
 import base64
 import itertools
 import json
+import os
 import shutil
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -42,9 +44,11 @@ class Chromium:
         self._session: aiohttp.ClientSession | None = None
         self._ws: Any = None
         self._ids = itertools.count(1)
+        self._tmp = ""
 
     async def __aenter__(self) -> Chromium:
         self.profile.mkdir(parents=True, exist_ok=True)
+        self._tmp = tempfile.mkdtemp(prefix="seine-chromium-")
         self.proc = subprocess.Popen(
             [
                 self.binary,
@@ -61,6 +65,10 @@ class Chromium:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=open(self.profile / "chromium.log", "wb"),  # noqa: SIM115
+            # its singleton socket dir goes to TMPDIR and stays there after the
+            # browser: a short dir of our own (a socket path is at most 107 bytes,
+            # the test's tmp dir is longer), removed on the way out
+            env={**os.environ, "TMPDIR": self._tmp},
         )
         port_file = self.profile / "DevToolsActivePort"
         deadline = time.monotonic() + 30
@@ -98,6 +106,8 @@ class Chromium:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        if self._tmp:
+            shutil.rmtree(self._tmp, ignore_errors=True)
 
     async def call(self, method: str, **params: Any) -> dict[str, Any]:
         """Send one command and wait for its answer (events in between are skipped)."""
