@@ -55,8 +55,6 @@ class Supervisor:
         self.stuck = StuckPartitions(self.settings.kafka.stuck_rewind_after)
         #: the watch a SIGTERM started (`hand_over`), referenced until it is done
         self._watching: asyncio.Future[None] | None = None
-        #: monotonic time of the last commit `settle_commits` made
-        self._settled_at = 0.0
 
     def install(self) -> None:
         app = self.app
@@ -160,18 +158,16 @@ class Supervisor:
             seine.stop(0)
 
     async def settle_commits(self) -> None:
-        """Commit now, at most once a second, when this worker holds no work and a
-        commit stands behind what it handed on: its status then shows a partition
-        held only by a message it never handled (the parent's idle check waits for
-        those, `streams.core.stall.unfinished`), not one merely waiting for the
-        commit interval, so the crawl's end is not held back by it."""
-        now = time.monotonic()
-        if now - self._settled_at < 1.0 or self.ctx.locally_busy() or self.app.rebalancing:
+        """Commit now when this worker holds no work and a commit stands behind what
+        it handed on (once a watch tick at most; a busy worker never does): its
+        status then shows a partition held only by a message it never handled (the
+        parent's idle check waits for those, `streams.core.stall.unfinished`), not
+        one merely waiting for the commit interval, which would hold the end back."""
+        if self.ctx.locally_busy() or self.app.rebalancing:
             return
         entries = lagging_partitions(self.app, self.seine._consumed_topics)
         if not any(held_commit(entry) for entry in entries):
             return
-        self._settled_at = now
         try:
             await self.app.consumer.commit()
         except Exception as exc:  # a commit the next round makes: only the idle check waits
