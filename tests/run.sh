@@ -49,5 +49,6 @@ bad_cluster=tests/integration/test_bad_cluster.py
     tests/integration/test_observe.py \
     tests/integration/test_documents_crawl.py \
     "$bad_cluster" \
-    tests/integration/test_topics_up_front.py
+    tests/integration/test_topics_up_front.py \
+    "tests/integration/test_worker_replaced.py::test_a_worker_killed_after_its_commits_is_replaced_and_the_crawl_ends"
 .venv/bin/pytest -q tests/integration/test_kafka_faults.py

@@ -79,6 +79,23 @@ def lagging_partitions(app: Any, topics: Iterable[str]) -> list[dict[str, Any]]:
         return [{"error": f"{type(exc).__name__}: {exc}"}]
 
 
+def committed_offsets(app: Any, topics: Iterable[str]) -> list[list[Any]]:
+    """[topic, partition, offset] of each commit this worker's consumer knows of on
+    `topics`: its own, and those it read at an assignment (a predecessor's). The
+    commit guard never lets a commit pass an offset not handled, so each says every
+    message before it was handled, by whichever worker (the supervisor's idle check)."""
+    wanted = set(topics)
+    try:
+        committed = dict(app.consumer._committed_offset)
+    except Exception:  # status only: never break the write
+        return []
+    return [
+        [tp.topic, tp.partition, int(offset)]
+        for tp, offset in sorted(committed.items())
+        if offset is not None and tp.topic in wanted
+    ]
+
+
 def describe(worker: str, entries: list[dict[str, Any]]) -> list[str]:
     """One line a partition, for the supervisor's stall warning."""
     lines = []

@@ -11,7 +11,9 @@ queued (or the page budget is spent), nothing is in flight or unsent, no
 worker is rebalancing and every host partition is held by a worker — continuously
 for `IDLE_SECONDS`, confirmed by a status each worker wrote after the idle period
 began (`idle_confirmed`); and, by offsets, every message delivered (seeds,
-workers' sends) is handled by some worker (`caught_up`).
+workers' sends) is handled by some worker (`caught_up`), a commit counting as handling.
+A worker that died and was started again still counts by its last status (`ghosts`):
+its successor starts its counters at zero and skips what it committed.
 """
 
 from __future__ import annotations
@@ -110,9 +112,13 @@ def caught_up(statuses: list[dict[str, Any]], seeds_upto: dict[tuple[str, int], 
         for topic, partition, offset in status.get("delivered_upto", ()):
             key = (topic, partition)
             delivered[key] = max(delivered.get(key, 0), offset)
-        for topic, partition, offset in status.get("handled_upto", ()):
-            key = (topic, partition)
-            handled[key] = max(handled.get(key, 0), offset)
+        # a commit is handling too: the commit guard never passes an offset not
+        # handled, and a worker started again does not handle again what its dead
+        # predecessor committed
+        for field in ("handled_upto", "committed_upto"):
+            for topic, partition, offset in status.get(field, ()):
+                key = (topic, partition)
+                handled[key] = max(handled.get(key, 0), offset)
     return offsets_handled(delivered, handled)
 
 
@@ -129,18 +135,26 @@ def globally_idle(
     seeds_sent: int,
     seeds_upto: dict[tuple[str, int], int] | None = None,
     partitions: int | None = None,
+    ghosts: Sequence[dict[str, Any]] = (),
 ) -> bool:
     """Idle, summed over the workers (see the module's docstring); with `partitions`,
     also every host partition held by some worker: a partition whose worker died is
-    not idle but unowned until the group gives it to another, its queue unseen."""
+    not idle but unowned until the group gives it to another, its queue unseen.
+
+    `ghosts` are the last statuses of workers that died and were started again: what
+    they sent and handled counts in the sums and offsets (a worker started again
+    starts its counters at zero, and does not handle again what its predecessor
+    committed: without them the sums stayed short for ever), what they were doing
+    does not."""
     if any(status["busy"] or status["rebalancing"] for status in statuses):
         return False
     if partitions is not None and unowned(statuses, partitions):
         return False
-    sent, done = totals(statuses, seeds_sent)
+    every = [*statuses, *ghosts]
+    sent, done = totals(every, seeds_sent)
     if not all(done[name] >= count for name, count in sent.items() if name not in UNCONSUMED):
         return False
-    return caught_up(statuses, seeds_upto or {})
+    return caught_up(every, seeds_upto or {})
 
 
 def unfinished_partitions(statuses: list[dict[str, Any]]) -> list[str]:
@@ -313,11 +327,17 @@ def push_seeds(
 
 
 def replace_dead(
-    settings: Settings, procs: list[subprocess.Popen[bytes]], restarts: list[int], *, embedded: bool
+    settings: Settings,
+    procs: list[subprocess.Popen[bytes]],
+    restarts: list[int],
+    *,
+    embedded: bool,
+    ghosts: list[dict[str, Any]] | None = None,
 ) -> bool:
     """Start again each worker that died (killed, crashed), in its own directory: it
     takes its partitions back (in a group, the others hold them meanwhile). False once one
-    died more than MAX_RESTARTS times (a worker that cannot live is a failed crawl)."""
+    died more than MAX_RESTARTS times (a worker that cannot live is a failed crawl).
+    The dead worker's last status goes to `ghosts` (`globally_idle`)."""
     for index, proc in enumerate(procs):
         code = proc.poll()
         if code is None:
@@ -325,6 +345,9 @@ def replace_dead(
         if restarts[index] >= MAX_RESTARTS:
             return False
         restarts[index] += 1
+        last = read_status(worker_dir(settings.data_dir, index) / STATUS_FILE)
+        if ghosts is not None and last is not None:
+            ghosts.append(last)
         print(
             f"seine: worker-{index} exited ({code}); starting it again "
             f"({restarts[index]} of {MAX_RESTARTS})",
@@ -426,11 +449,16 @@ def stop_workers(procs: list[subprocess.Popen[bytes]]) -> None:
 
 
 def report_crawl(
-    settings: Settings, status_paths: list[Path], workers: int, elapsed: float
+    settings: Settings,
+    status_paths: list[Path],
+    workers: int,
+    elapsed: float,
+    ghosts: Sequence[dict[str, Any]] = (),
 ) -> tuple[int, int, int]:
-    """Print the crawl's summary from the workers' last status files; returns the
-    pages fetched, the errors and the dead letters."""
-    final: list[dict[str, Any]] = []
+    """Print the crawl's summary from the workers' last status files, and those of
+    workers that died and were started again (`ghosts`); returns the pages fetched,
+    the errors and the dead letters."""
+    final: list[dict[str, Any]] = list(ghosts)
     for path in status_paths:
         last = read_status(path)
         if last is not None:
@@ -480,6 +508,8 @@ def run_workers(
     procs, status_paths = start_workers(settings, workers, embedded=embedded)
     signals = Signals(procs)
     restarts = [0] * workers
+    #: the last statuses of workers that died and were started again
+    ghosts: list[dict[str, Any]] = []
 
     previous = signal.signal(signal.SIGINT, signals), signal.signal(signal.SIGTERM, signals)
     started = time.time()
@@ -509,7 +539,7 @@ def run_workers(
                 )
                 code = EXIT_BROKER_LOST
                 break
-            if not replace_dead(settings, procs, restarts, embedded=embedded):
+            if not replace_dead(settings, procs, restarts, embedded=embedded, ghosts=ghosts):
                 print(
                     f"seine: a worker died {MAX_RESTARTS + 1} times; stopping the others",
                     file=sys.stderr,
@@ -534,13 +564,15 @@ def run_workers(
             if progress is None:
                 progress = Progress(total=settings.crawl.max_pages or None)
             progress.update(ProgressFigures.of_statuses(ready))
-            missing = stall.observe(time.monotonic(), *totals(ready, len(seeds)), UNCONSUMED)
+            missing = stall.observe(
+                time.monotonic(), *totals([*ready, *ghosts], len(seeds)), UNCONSUMED
+            )
             if missing:
                 print(stall_report(ready, missing, STALL_SECONDS), file=sys.stderr, flush=True)
             if not until_idle:
                 continue
             if globally_idle(
-                ready, len(seeds), seeds_upto, settings.kafka.partitions
+                ready, len(seeds), seeds_upto, settings.kafka.partitions, ghosts
             ) and not waiting.holds(time.monotonic(), unfinished_partitions(ready)):
                 now = time.time()
                 if idle_since is None:
@@ -556,7 +588,7 @@ def run_workers(
         signal.signal(signal.SIGTERM, previous[1])
         stop_workers(procs)
     elapsed = time.time() - started
-    fetched, errors, dead_letters = report_crawl(settings, status_paths, workers, elapsed)
+    fetched, errors, dead_letters = report_crawl(settings, status_paths, workers, elapsed, ghosts)
     failure = nothing_fetched_failure(fetched, errors, dead_letters)
     if until_idle and code == 0 and failure:
         print(f"seine: crawl failed: {failure}", file=sys.stderr, flush=True)

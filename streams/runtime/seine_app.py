@@ -16,7 +16,7 @@ import faust
 
 import topology
 from streams.core.frontier import Frontier
-from streams.kafka.consumer_state import lagging_partitions
+from streams.kafka.consumer_state import committed_offsets, lagging_partitions
 from streams.settings import Settings
 from streams.stages.context import StageContext
 from streams.stages.fetch import FetchStage
@@ -92,6 +92,8 @@ class SeineApp:
             # to / handled from a consumed topic (multiworker.globally_idle)
             "delivered_upto": [[t, p, o] for (t, p), o in self.ctx.producer.delivered_upto.items()],
             "handled_upto": [[t, p, o] for (t, p), o in c.handled_upto.items()],
+            # [topic, partition, offset] of the consumer's commits: handled too
+            "committed_upto": committed_offsets(self.app, self._consumed_topics),
             "last_handled_at": c.last_handled_at,
             # link-extract found no body in the hand-off cache: each page fetched again
             "handoff_misses": self.ctx.handoff.stats.missed,

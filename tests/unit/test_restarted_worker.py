@@ -1,0 +1,39 @@
+"""A multi-worker crawl ends after a worker was killed and started again: what the
+dead worker sent, handled and committed still counts (its last status, a "ghost"),
+and so do the commits its successor reads instead of handling those messages again."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from streams.ops.multiworker import caught_up, globally_idle
+
+
+def status(sent: dict[str, int], done: dict[str, int], **extra: Any) -> dict[str, Any]:
+    return {"sent": sent, "done": done, "busy": False, "rebalancing": False, **extra}
+
+
+def test_the_dead_workers_last_status_counts_in_the_sums() -> None:
+    """Six seeds pushed; the dead worker-0 handled two of them and committed, so its
+    successor never handles them again: without its ghost the sums stay short."""
+    successor = status({"url-seen": 10}, {"url-seen": 4})
+    other = status({"url-seen": 5}, {"seeds": 4, "url-seen": 9})
+    ghost = status({"url-seen": 3}, {"seeds": 2, "url-seen": 5}, busy=True, rebalancing=True)
+    assert not globally_idle([successor, other], 6)
+    # with it the crawl is idle: a ghost's busy and rebalancing are its past
+    assert globally_idle([successor, other], 6, ghosts=[ghost])
+    assert not globally_idle([{**successor, "busy": True}, other], 6, ghosts=[ghost])
+
+
+def test_a_commit_counts_as_handled() -> None:
+    delivered = status({}, {}, delivered_upto=[["a.content-dedup", 0, 50]])
+    successor = status({}, {}, handled_upto=[], committed_upto=[["a.content-dedup", 0, 50]])
+    assert caught_up([delivered, successor], {})
+    successor["committed_upto"] = [["a.content-dedup", 0, 49]]
+    assert not caught_up([delivered, successor], {})
+    # the dead worker's own deliveries still have to be handled by someone
+    ghost = status({}, {}, delivered_upto=[["a.parse", 1, 7]], handled_upto=[["a.parse", 1, 3]])
+    successor["committed_upto"] = [["a.content-dedup", 0, 50]]
+    assert not caught_up([delivered, successor, ghost], {})
+    successor["handled_upto"] = [["a.parse", 1, 7]]
+    assert caught_up([delivered, successor, ghost], {})
