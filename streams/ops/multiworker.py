@@ -30,10 +30,11 @@ from pathlib import Path
 from typing import Any
 
 import topology
-from streams.core.stall import StallWatch, offsets_handled, rewind_offset, unfinished
+from streams.core.stall import StallWatch, offsets_handled
 from streams.core.stall import describe as describe_stall
 from streams.core.stats import ERROR_OUTCOMES, top_reasons
 from streams.kafka.consumer_state import describe as describe_lagging
+from streams.ops.ending import UNFINISHED_GRACE, UnfinishedWait, unfinished_partitions
 from streams.ops.exits import EXIT_BROKER_LOST, EXIT_NOTHING_FETCHED, nothing_fetched_failure
 from streams.ops.progress import Progress, ProgressFigures, print_idle_from
 from streams.settings import Settings
@@ -87,9 +88,6 @@ UNCONSUMED = (topology.CRAWL_LOG.name, topology.DEAD_LETTERS.name)
 #: supervisor says so (a politeness delay or a backoff can hold a crawl still for a
 #: few seconds; nothing legitimate holds a sent message unhandled this long).
 STALL_SECONDS = 30.0
-#: Seconds an otherwise idle crawl waits for unfinished partitions beyond twice the
-#: stuck-partition rewind's wait (`UnfinishedWait`).
-UNFINISHED_GRACE = 10.0
 
 
 def totals(statuses: list[dict[str, Any]], seeds_sent: int) -> tuple[Counter[str], Counter[str]]:
@@ -155,49 +153,6 @@ def globally_idle(
     if not all(done[name] >= count for name, count in sent.items() if name not in UNCONSUMED):
         return False
     return caught_up(every, seeds_upto or {})
-
-
-def unfinished_partitions(statuses: list[dict[str, Any]]) -> list[str]:
-    """Each partition a worker still has to hand on, or holds at a message it never
-    handled (`streams.core.stall.unfinished`), as "worker-N topic[p] at offset o"."""
-    return [
-        f"worker-{index} {entry['topic']}[{entry['partition']}] at offset {rewind_offset(entry)}"
-        for index, status in enumerate(statuses)
-        for entry in unfinished(status.get("lagging") or [])
-    ]
-
-
-class UnfinishedWait:
-    """How long an otherwise idle crawl waits for its unfinished partitions.
-
-    A message dropped on its way to its agent leaves the crawl's counters and
-    offsets balanced: only the worker's held commit shows it, and the worker's
-    stuck-partition rewind reads it again once the partition stood still for
-    `stuck_rewind_after`. The crawl waits for that, and for `patience` seconds at
-    most: a partition that never settles (a broker's odd watermark) must not hold
-    the crawl for ever, so it then ends with a warning naming them.
-    """
-
-    def __init__(self, patience: float) -> None:
-        self.patience = patience
-        self._since: float | None = None
-
-    def holds(self, now: float, unfinished: list[str]) -> bool:
-        """Should the crawl not end yet? Prints the warning when patience runs out."""
-        if not unfinished:
-            self._since = None
-            return False
-        if self._since is None:
-            self._since = now
-        if now - self._since < self.patience:
-            return True
-        print(
-            f"seine: WARNING: ending the crawl with partitions not handled to the end "
-            f"after {self.patience:.0f}s: {', '.join(unfinished)}",
-            file=sys.stderr,
-            flush=True,
-        )
-        return False
 
 
 def idle_confirmed(statuses: list[dict[str, Any]], idle_since: float, now: float) -> bool:
@@ -417,6 +372,7 @@ def drained(
     statuses: list[dict[str, Any]],
     since: float,
     timeout: float,
+    ghosts: Sequence[dict[str, Any]] = (),
 ) -> bool:
     """After a Ctrl-C: is the crawl drained? No fetch in flight anywhere and every
     message any worker sent handled by some worker (a worker alone cannot tell: its
@@ -431,7 +387,7 @@ def drained(
         for s in statuses
     ):
         return False
-    sent, done = totals(statuses, 0)
+    sent, done = totals([*statuses, *ghosts], 0)  # ghosts: see globally_idle
     return all(done[name] >= n for name, n in sent.items() if name not in UNCONSUMED)
 
 
@@ -490,6 +446,37 @@ def report_crawl(
     return fetched, errors, sum(s["dead_letters"] for s in final)
 
 
+class IdleJudge:
+    """Is an `--until-idle` crawl over? Idle by the statuses and the ghosts
+    (`globally_idle`), with no partition left unfinished (`UnfinishedWait`), for
+    `IDLE_SECONDS`, confirmed by statuses written since (`idle_confirmed`)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        seeds_sent: int,
+        seeds_upto: dict[tuple[str, int], int],
+        ghosts: list[dict[str, Any]],
+    ) -> None:
+        self.partitions = settings.kafka.partitions
+        self.seeds_sent, self.seeds_upto, self.ghosts = seeds_sent, seeds_upto, ghosts
+        self.waiting = UnfinishedWait(2 * settings.kafka.stuck_rewind_after + UNFINISHED_GRACE)
+        self.idle_since: float | None = None
+
+    def over(self, statuses: list[dict[str, Any]]) -> bool:
+        idle = globally_idle(
+            statuses, self.seeds_sent, self.seeds_upto, self.partitions, self.ghosts
+        )
+        if not idle or self.waiting.holds(time.monotonic(), unfinished_partitions(statuses)):
+            self.idle_since = None
+            return False
+        now = time.time()
+        if self.idle_since is None:
+            self.idle_since = now
+            return False
+        return idle_confirmed(statuses, self.idle_since, now)
+
+
 def run_workers(
     settings: Settings, seeds: list[str], workers: int, until_idle: bool, *, embedded: bool
 ) -> int:
@@ -513,9 +500,8 @@ def run_workers(
 
     previous = signal.signal(signal.SIGINT, signals), signal.signal(signal.SIGTERM, signals)
     started = time.time()
-    idle_since: float | None = None
     stall = StallWatch(STALL_SECONDS)
-    waiting = UnfinishedWait(2 * settings.kafka.stuck_rewind_after + UNFINISHED_GRACE)
+    judge = IdleJudge(settings, len(seeds), seeds_upto, ghosts)
     progress: Progress | None = None
     code = 0
     try:
@@ -523,7 +509,9 @@ def run_workers(
             time.sleep(POLL_SECONDS)  # a supervisor's poll interval, not test synchronisation
             if signals.interrupted is not None:
                 ready = [s for s in (read_status(path) for path in status_paths) if s]
-                if drained(procs, ready, signals.interrupted, settings.worker.drain_timeout):
+                if drained(
+                    procs, ready, signals.interrupted, settings.worker.drain_timeout, ghosts
+                ):
                     code = 130
                     break
                 continue
@@ -571,16 +559,8 @@ def run_workers(
                 print(stall_report(ready, missing, STALL_SECONDS), file=sys.stderr, flush=True)
             if not until_idle:
                 continue
-            if globally_idle(
-                ready, len(seeds), seeds_upto, settings.kafka.partitions, ghosts
-            ) and not waiting.holds(time.monotonic(), unfinished_partitions(ready)):
-                now = time.time()
-                if idle_since is None:
-                    idle_since = now
-                elif idle_confirmed(ready, idle_since, now):
-                    break
-            else:
-                idle_since = None
+            if judge.over(ready):
+                break
     finally:
         if progress is not None:
             progress.close()

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from streams.core.stall import held_commit, unfinished
-from streams.ops.multiworker import UnfinishedWait, globally_idle, unfinished_partitions
+from streams.ops.ending import UnfinishedWait, unfinished_partitions
+from streams.ops.multiworker import globally_idle
 
 
 def entry(**offsets: Any) -> dict[str, Any]:
