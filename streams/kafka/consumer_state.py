@@ -18,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from streams.core.stall import held_commit
+
 
 def lagging_partitions(app: Any, topics: Iterable[str]) -> list[dict[str, Any]]:
     """The assigned partitions of `topics` whose records are not all handed on.
@@ -56,19 +58,21 @@ def lagging_partitions(app: Any, topics: Iterable[str]) -> list[dict[str, Any]]:
             behind = high is not None and (
                 position is None or position < high or (handed is not None and handed < position)
             )
+            entry = {
+                "topic": tp.topic,
+                "partition": tp.partition,
+                "high": high,
+                "position": position,
+                "read": read,
+                "committed": committed,
+            }
             # a commit held behind what was handed on: a message in between never acked
             # (Faust's read offset is the next one to read right after a seek)
-            held = committed is not None and read is not None and committed < read
-            if not (paused or behind or held):
+            if not (paused or behind or held_commit(entry)):
                 continue
             out.append(
                 {
-                    "topic": tp.topic,
-                    "partition": tp.partition,
-                    "high": high,
-                    "position": position,
-                    "read": read,
-                    "committed": committed,
+                    **entry,
                     "paused": paused,
                     "buffered": tp in buffered,
                     "active": active is None or tp in active,

@@ -43,16 +43,20 @@ class UnfinishedWait:
     def __init__(self, patience: float) -> None:
         self.patience = patience
         self._since: float | None = None
+        self._warned = False
 
     def holds(self, now: float, unfinished: list[str]) -> bool:
         """Should the crawl not end yet? Prints the warning when patience runs out."""
         if not unfinished:
-            self._since = None
+            self._since, self._warned = None, False
             return False
         if self._since is None:
             self._since = now
         if now - self._since < self.patience:
             return True
+        if self._warned:  # the crawl ends within a few polls: one line is enough
+            return False
+        self._warned = True
         print(
             f"seine: WARNING: ending the crawl with partitions not handled to the end "
             f"after {self.patience:.0f}s: {', '.join(unfinished)}",

@@ -65,5 +65,7 @@ def test_a_partition_that_never_settles_ends_the_crawl_after_patience(
     assert "partitions not handled to the end after 40s: worker-1 a.parse[3]" in (
         capsys.readouterr().err
     )
+    assert not wait.holds(140.1, where)  # the crawl is ending: the line is not repeated
+    assert capsys.readouterr().err == ""
     assert wait.holds(141.0, []) is False
     assert wait.holds(142.0, where)  # a new wait starts its own clock
