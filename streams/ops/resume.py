@@ -24,7 +24,8 @@ directly and `push_resume` sends:
 
 1. every URL that is seen but neither queued, in flight, stored nor done back
    to its partition of the frontier topic as a new URL (the frontier does not
-   consult url-seen, so it is enqueued once);
+   consult url-seen, so it is enqueued once); queued means a queue item its host
+   state will serve (`host_serves`), not any item in the table;
 2. the links of every stored page back through url-filter, as link-extract
    would have sent them; url-seen drops the ones it has seen, so only links that
    were lost in transit are new.
@@ -153,24 +154,55 @@ def read_tables(data_dir: str | Path) -> TableState:
             url = seen_url(key, value)
             if url is not None:
                 state.seen[partition].add(url)
-    for _, path in table_dbs(data_dir, "queue"):
-        for _, value in _items(path):
-            item = _json(value)
-            if isinstance(item, dict) and isinstance(item.get("url"), str):
-                state.queued.add(item["url"])
+    #: authority -> every copy of its host state's (heads, tails)
+    slots: dict[str, list[tuple[list[int], list[int]]]] = defaultdict(list)
     for _, path in table_dbs(data_dir, "hosts"):
-        for _, value in _items(path):
+        for key, value in _items(path):
             host = _json(value)
-            if isinstance(host, dict) and host.get("busy") and host.get("inflight"):
+            if not isinstance(host, dict):
+                continue
+            authority = _json(key)
+            heads, tails = host.get("heads"), host.get("tails")
+            if isinstance(authority, str) and isinstance(heads, list) and isinstance(tails, list):
+                slots[authority].append(([int(h) for h in heads], [int(t) for t in tails]))
+            if host.get("busy") and host.get("inflight"):
                 url = host["inflight"].get("url")
                 if isinstance(url, str):
                     state.in_flight.add(url)
+    for _, path in table_dbs(data_dir, "queue"):
+        for key, value in _items(path):
+            item = _json(value)
+            url = item.get("url") if isinstance(item, dict) else None
+            if isinstance(url, str) and host_serves(slots, _json(key)):
+                state.queued.add(url)
     for _, path in table_dbs(data_dir, "done"):
         for key, _ in _items(path):
             url = _json(key)
             if isinstance(url, str):
                 state.done.add(url)
     return state
+
+
+def host_serves(slots: dict[str, list[tuple[list[int], list[int]]]], key: Any) -> bool:
+    """Whether the frontier will serve the queue item at `key` (its JSON-decoded
+    ``authority\x00tier\x00seq``): its host state has it between a tier's head and
+    tail. Below the head it was served (the fetch in flight, if any, is in the host
+    state). A kill between the item's write and its host state's (written once per
+    event, `HostStore.flush`) leaves it past the tail, where the frontier never
+    looks and its next enqueue writes over it: such an item is not queued, so the
+    resume sends its URL again (a kill found 3 such items in ~40 tries). A key of
+    another layout counts as queued."""
+    if not isinstance(key, str) or key.count("\x00") != 2:
+        return True
+    authority, tier_text, seq_text = key.split("\x00")
+    if not (tier_text.isdigit() and seq_text.lstrip("-").isdigit()):
+        return True
+    tier, seq = int(tier_text), int(seq_text)
+    # no host state at all: the kill came before a new host's first one was written
+    return any(
+        tier < len(tails) and heads[tier] <= seq < tails[tier]
+        for heads, tails in slots.get(authority, ())
+    )
 
 
 def lost_urls(state: TableState, stored: Iterable[str]) -> dict[int, list[str]]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import orjson
 from rocksdict import Options, Rdict
 
 from streams.ops.resume import (
@@ -63,3 +64,30 @@ def test_read_tables_from_faust_rocksdb_files(tmp_path: Path) -> None:
     assert not was_clean(tmp_path), "every worker dir with tables must be marked"
     (worker / CLEAN_MARK).touch()
     assert was_clean(tmp_path)
+
+
+def _queue_key(authority: str, tier: int, seq: int) -> bytes:
+    return orjson.dumps(f"{authority}\x00{tier}\x00{seq:012d}")
+
+
+def test_a_queue_item_its_host_state_never_heard_of_is_not_queued(tmp_path: Path) -> None:
+    """A SIGKILL between a queue item's write and its host state's leaves the item past
+    the tail, where the frontier never serves it: the resume must send it again."""
+    host = {"heads": [0, 2, 0, 0], "tails": [0, 4, 0, 0], "busy": 0.0, "inflight": None}
+    _table(tmp_path, "hosts", 0, {b'"a"': orjson.dumps(host)})
+    urls = {seq: f"http://a/{seq}" for seq in range(1, 6)}
+    _table(
+        tmp_path,
+        "queue",
+        0,
+        {
+            **{_queue_key("a", 1, seq): orjson.dumps({"url": url}) for seq, url in urls.items()},
+            # a new host whose first host state the kill lost
+            _queue_key("b", 1, 0): orjson.dumps({"url": "http://b/0"}),
+        },
+    )
+    _table(tmp_path, "seen", 0, {orjson.dumps(u): b"1" for u in [*urls.values(), "http://b/0"]})
+    state = read_tables(tmp_path)
+    assert state.queued == {"http://a/2", "http://a/3"}
+    # slot 1 was served (below the head), 4 and 5 lie past the tail, b has no state
+    assert lost_urls(state, ["http://a/1"]) == {0: ["http://a/4", "http://a/5", "http://b/0"]}
