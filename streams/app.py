@@ -453,6 +453,7 @@ def run_worker(seine: SeineApp) -> int:
         if worker.crash_reason is not None:
             report_crash(seine.settings, worker.crash_reason)
             seine.exit_code = 1
+        gc.collect()  # closes any table database left in a cycle (`release_databases`)
         seine.store.close()
         seine.siblings.close()
         if seine.indexer is not None:

@@ -22,6 +22,7 @@ compacted changelogs costs one pass over the live keys.
 
 from __future__ import annotations
 
+import functools
 from types import SimpleNamespace
 from typing import Any, NamedTuple
 
@@ -84,6 +85,14 @@ class _Direct(NamedTuple):
     topic: str
 
 
+async def release_databases(store: faust_rocksdb.Store) -> None:
+    """Faust's rocksdb `Store.stop` without its `gc.collect()`: a full collection
+    per table (a worker has 13) took ~25 ms each on a dense crawl's heap, 0.3 s of a
+    worker's stop. Dropping the databases closes them (nothing else holds them);
+    `streams.app.run_worker` collects once when the worker has stopped."""
+    store._dbs.clear()
+
+
 class ProducedTable(Table):
     """A faust.Table whose changelog messages are produced by `app.seine_producer`."""
 
@@ -93,6 +102,7 @@ class ProducedTable(Table):
         store = super()._new_store()
         if isinstance(store, faust_rocksdb.Store):
             budget(store)
+            store.stop = functools.partial(release_databases, store)  # type: ignore[method-assign]
         return store
 
     def send_changelog(
