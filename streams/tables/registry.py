@@ -68,7 +68,7 @@ from streams.core.registry import (
 )
 from streams.core.sites import url_id
 from streams.store.url_registry import UrlRegistry
-from streams.tables.produced import ProducedTable, release_databases
+from streams.tables.produced import ProducedTable
 
 __all__ = [
     "CHANGELOG_RECORD_MAX_BYTES",
@@ -187,9 +187,6 @@ class RegistryStore(faust_rocksdb.Store):
             cache = caches[partition] = {}
         size = max(VALUE_CACHE_MIN, min(VALUE_CACHE_SIZE, VALUE_CACHE_TOTAL // len(caches)))
         return UrlRegistry.over(db, cache, size)
-
-    async def stop(self) -> None:
-        await release_databases(self)
 
     def _open_for_partition(self, partition: int) -> Any:
         self._value_caches.pop(partition, None)
