@@ -335,13 +335,19 @@ class StageProducer:
         self._changelogs = None
 
 
-def hook_into_commits(app: Any, producer: StageProducer) -> None:
-    """Make Faust's pre-commit producer flush also flush `producer`."""
+def hook_into_commits(
+    app: Any, producer: StageProducer, before_commit: Callable[[], None] | None = None
+) -> None:
+    """Make Faust's pre-commit producer flush also flush `producer`, then call
+    `before_commit`: Faust has chosen the offsets to commit by then (from what was
+    handled before the flush), and sends them right after."""
     faust_producer = app.producer
     original = faust_producer.flush
 
     async def flush() -> None:
         await original()
         await producer.flush()
+        if before_commit is not None:
+            before_commit()
 
     faust_producer.flush = flush

@@ -80,7 +80,10 @@ class Supervisor:
 
     async def push_initial_seeds(self) -> None:
         seine, ctx = self.seine, self.ctx
-        hook_into_commits(self.app, ctx.producer)
+        # the status goes out before each commit, so a worker killed after a commit
+        # leaves a status counting every message that commit covers: its successor
+        # skips them, and the parent counts them from that status (its "ghost")
+        hook_into_commits(self.app, ctx.producer, self.write_status)
         loop = asyncio.get_running_loop()
         if seine.drain_on_sigint:
             # replaces mode's handler (installed before the app's tasks start)
@@ -139,7 +142,7 @@ class Supervisor:
             seine.on_progress(seine)
         if self.status_path is not None:
             await self.settle_commits()
-            write_status(self.status_path, seine.status())
+            self.write_status()
         if seine.handing_over_since is not None and not seine.finished:
             await self._handing_over()
             return
@@ -156,6 +159,16 @@ class Supervisor:
             seine.idle_since = now
         elif now - seine.idle_since >= IDLE_SECONDS:
             seine.stop(0)
+
+    def write_status(self) -> None:
+        """The worker's status file for the parent (every watch tick, and before each
+        offset commit); a write that fails is logged, never fails the commit."""
+        if self.status_path is None:
+            return
+        try:
+            write_status(self.status_path, self.seine.status())
+        except OSError as exc:
+            log.warning("status file %s not written: %s", self.status_path, exc)
 
     async def settle_commits(self) -> None:
         """Commit now when this worker holds no work and a commit stands behind what

@@ -8,10 +8,11 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
+from types import SimpleNamespace
 
 import pytest
 
-from streams.kafka.producer import Deliveries, DeliveryFailed, StageProducer
+from streams.kafka.producer import Deliveries, DeliveryFailed, StageProducer, hook_into_commits
 
 
 def closed_port() -> int:
@@ -128,3 +129,21 @@ def test_tracked_changelog_records_are_waited_for(changelog_linger_ms: float | N
     finally:
         producer._producer = None  # type: ignore[assignment]
         producer._changelogs = None
+
+
+def test_the_commit_hook_flushes_both_producers_then_calls_before_commit() -> None:
+    """The worker's status is written after the flushes Faust's commit awaits, so it
+    counts every message the commit that follows covers."""
+    events: list[str] = []
+
+    async def faust_flush() -> None:
+        events.append("faust flush")
+
+    app = SimpleNamespace(producer=SimpleNamespace(flush=faust_flush))
+    producer = StageProducer(f"127.0.0.1:{closed_port()}", **{"log_level": 0})
+    try:
+        hook_into_commits(app, producer, lambda: events.append("status"))
+        asyncio.run(app.producer.flush())
+        assert events == ["faust flush", "status"]
+    finally:
+        producer._producer = None  # type: ignore[assignment]  # nothing was produced
