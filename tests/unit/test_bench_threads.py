@@ -28,9 +28,12 @@ def test_thread_cpu_reads_this_process_and_grows_with_work() -> None:
     assert name
     deadline = time.monotonic() + 30.0
     total = 0
-    # CPU is counted in clock ticks: work until the reading moves, within a deadline
-    while thread_cpu(pid)[pid][1] <= before and time.monotonic() < deadline:
+    # CPU is counted in clock ticks: work until the reading moves, within a deadline;
+    # at least once, as a tick may land between the two readings before any work
+    while True:
         total += sum(range(200_000))
+        if thread_cpu(pid)[pid][1] > before or time.monotonic() >= deadline:
+            break
     assert thread_cpu(pid)[pid][1] > before
     assert total > 0
 
