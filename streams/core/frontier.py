@@ -76,6 +76,7 @@ from streams.core.frontier_model import (
     pending,
     queue_key,
     tier_for,
+    tried,
 )
 from streams.core.frontier_queues import LAZY_MOVES
 
@@ -130,11 +131,13 @@ class Frontier(Leases):
         #: page never reached the store, its parse message lost with the broker, must
         #: be fetched again, or its links are never followed.)
         self.fetched_already: Callable[[str], bool] | None = None
-        #: Pages this frontier dispatched (at most RECENT_DISPATCHES, then forgotten):
-        #: a second copy of one in its host's queue is not fetched, even before the
-        #: first copy's page reaches a store (a restarted worker fetched one URL twice
-        #: 167 ms apart so). A lost fetch done again is marked ``again`` (`_push_front`).
-        self._dispatched: dict[str, None] = {}
+        #: Pages this frontier dispatched, with the time of their last dispatch (at
+        #: most RECENT_DISPATCHES, then forgotten): a second copy of one in its host's
+        #: queue is not fetched, even before the first copy's page reaches a store (a
+        #: restarted worker fetched one URL twice 167 ms apart so); nor is a second
+        #: copy of a hand-off refetch once one went (`_done_already`). A lost fetch
+        #: done again is marked ``again`` and ``tried`` (`_requeue_tried`).
+        self._dispatched: dict[str, float] = {}
         #: (tier, sequence) of the URL the last enqueue() queued: the URL registry keeps
         #: it in the URL's state, so a later re-tier finds the item without a scan.
         self.last_slot: tuple[int, int] = (0, 0)
@@ -250,6 +253,8 @@ class Frontier(Leases):
             self.adopted_completed += 1  # the fetch in flight at the adoption: done once
         self.in_flight = max(0, self.in_flight - 1)
         inflight: QueueItem = state.get("inflight") or {}
+        if inflight:
+            inflight = tried(inflight, float(state["busy"]))
         state_url = str(inflight.get("url") or f"{state['origin']}/robots.txt")
         state_depth = int(inflight.get("depth", 0))
         state["busy"] = 0.0
@@ -358,9 +363,16 @@ class Frontier(Leases):
             return ""
         since = item.get("unless_stored")
         if since is not None:
+            url = str(item["url"])
             stored_since = self.stored_since
-            if stored_since is not None and stored_since(str(item["url"]), float(since)):
+            if stored_since is not None and stored_since(url, float(since)):
                 return f"a capture fetched at or after {float(since):.3f} is stored"
+            # Link-extract re-feeds a URL each time it reads the message again (a
+            # restarted worker read one six times): once a copy went, the others wait
+            # for nothing but a second fetch of the page.
+            went = self._dispatched.get(url)
+            if went is not None and went >= float(since) and went > float(item.get("tried", -1)):
+                return f"refetched already at {went:.3f}: another copy of this refetch"
             return ""
         if item.get("again"):
             return ""
@@ -523,7 +535,7 @@ class Frontier(Leases):
                 dispatched = self._dispatched
                 if len(dispatched) >= RECENT_DISPATCHES:
                     dispatched.clear()  # cheaper than LRU bookkeeping on the hot path
-                dispatched[item["url"]] = None
+                dispatched[item["url"]] = now
             return Dispatch(item["url"], authority, kind, int(item["depth"]), now, slot)
         self._put(authority, state)
         return None

@@ -27,6 +27,7 @@ from streams.core.frontier_model import (
     QueueItem,
     copy_state,
     pending,
+    tried,
 )
 from streams.core.frontier_queues import LAZY_MOVES, TieredQueues
 
@@ -158,7 +159,8 @@ class Leases(TieredQueues):
         inflight = state.get("inflight")
         requeued_at = ""
         if inflight and not stored and state.get("robots") != ROBOTS_PENDING:
-            requeued_at = self._push_front(authority, state, inflight)  # the lost fetch, first
+            # the lost fetch, first
+            requeued_at = self._push_front(authority, state, tried(inflight, float(state["busy"])))
         self._settle(state, requeued_at)
         if state.get("robots") == ROBOTS_PENDING:
             # a refresh of known rules keeps them (and is asked again at once)

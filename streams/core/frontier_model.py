@@ -30,6 +30,16 @@ ROBOTS_MAX_TRIES = 3
 MAX_RETRIES = 3
 
 
+def tried(item: QueueItem, dispatched_at: float) -> QueueItem:
+    """A dispatched item going back to its queue (a lost or throttled fetch): a
+    hand-off refetch is stamped with its dispatch, which was this copy's own, so it
+    does not count as another copy of the refetch having gone
+    (`Frontier._done_already`). Other items stay as they are (small)."""
+    if "unless_stored" not in item:
+        return item
+    return {**item, "tried": dispatched_at}
+
+
 #: The authority of a URL in canonical form: lower-case scheme and host, no userinfo, a
 #: port without leading zeros; what it matches, urlsplit would answer the same.
 _PLAIN_AUTHORITY = re.compile(r"https?://([a-z0-9._-]+)(:[1-9][0-9]{0,4})?(?=[/?#]|\Z)")
