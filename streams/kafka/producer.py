@@ -336,15 +336,22 @@ class StageProducer:
 
 
 def hook_into_commits(
-    app: Any, producer: StageProducer, before_commit: Callable[[], None] | None = None
+    app: Any,
+    producer: StageProducer,
+    before_commit: Callable[[], None] | None = None,
+    before_flush: Callable[[], None] | None = None,
 ) -> None:
     """Make Faust's pre-commit producer flush also flush `producer`, then call
     `before_commit`: Faust has chosen the offsets to commit by then (from what was
-    handled before the flush), and sends them right after."""
+    handled before the flush), and sends them right after. `before_flush` is called
+    first: what was produced by then is acknowledged once `before_commit` runs (a
+    failed delivery raises, and neither it nor the commit happens)."""
     faust_producer = app.producer
     original = faust_producer.flush
 
     async def flush() -> None:
+        if before_flush is not None:
+            before_flush()
         await original()
         await producer.flush()
         if before_commit is not None:

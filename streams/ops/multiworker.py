@@ -13,7 +13,8 @@ for `IDLE_SECONDS`, confirmed by a status each worker wrote after the idle perio
 began (`idle_confirmed`); and, by offsets, every message delivered (seeds,
 workers' sends) is handled by some worker (`caught_up`), a commit counting as handling.
 A worker that died and was started again still counts by its last status (`ghosts`):
-its successor starts its counters at zero and skips what it committed.
+its successor starts its counters at zero and skips what it committed. Its sends count
+as of its last commit (`ghost_of`).
 """
 
 from __future__ import annotations
@@ -281,6 +282,14 @@ def push_seeds(
     producer.flush(30)
 
 
+def ghost_of(last: dict[str, Any]) -> dict[str, Any]:
+    """A dead worker's last status as the sums count it: its sends as of its last
+    commit (`sent_committed`), each acknowledged. Its `sent` may count messages the
+    kill lost before they left, which nobody handles; what it sent after that commit
+    and did reach the broker is handled, and only makes `done` the larger."""
+    return {**last, "sent": last.get("sent_committed", {})}
+
+
 def replace_dead(
     settings: Settings,
     procs: list[subprocess.Popen[bytes]],
@@ -302,7 +311,7 @@ def replace_dead(
         restarts[index] += 1
         last = read_status(worker_dir(settings.data_dir, index) / STATUS_FILE)
         if ghosts is not None and last is not None:
-            ghosts.append(last)
+            ghosts.append(ghost_of(last))
         print(
             f"seine: worker-{index} exited ({code}); starting it again "
             f"({restarts[index]} of {MAX_RESTARTS})",

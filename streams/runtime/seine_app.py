@@ -61,6 +61,7 @@ class SeineApp:
         c = self.ctx.counters
         return {
             "sent": dict(c.sent),
+            "sent_committed": c.sent_committed,
             "done": dict(c.done),
             "busy": self.ctx.locally_busy(),
             "rebalancing": bool(self.app.rebalancing),

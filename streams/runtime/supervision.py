@@ -53,6 +53,8 @@ class Supervisor:
         self.tables = list(tables)
         self.status_path = Path(self.settings.status_file) if self.settings.status_file else None
         self.stuck = StuckPartitions(self.settings.kafka.stuck_rewind_after)
+        #: `sent` when the current commit's flush began (`note_sent`)
+        self._sent_at_flush: dict[str, int] = {}
         #: the watch a SIGTERM started (`hand_over`), referenced until it is done
         self._watching: asyncio.Future[None] | None = None
 
@@ -83,7 +85,7 @@ class Supervisor:
         # the status goes out before each commit, so a worker killed after a commit
         # leaves a status counting every message that commit covers: its successor
         # skips them, and the parent counts them from that status (its "ghost")
-        hook_into_commits(self.app, ctx.producer, self.write_status)
+        hook_into_commits(self.app, ctx.producer, self.commit_status, self.note_sent)
         loop = asyncio.get_running_loop()
         if seine.drain_on_sigint:
             # replaces mode's handler (installed before the app's tasks start)
@@ -159,6 +161,16 @@ class Supervisor:
             seine.idle_since = now
         elif now - seine.idle_since >= IDLE_SECONDS:
             seine.stop(0)
+
+    def note_sent(self) -> None:
+        """Before a commit's flush: what this worker sent so far (`commit_status`)."""
+        self._sent_at_flush = dict(self.ctx.counters.sent)
+
+    def commit_status(self) -> None:
+        """After a commit's flush: every message noted before it is acknowledged
+        (`Counters.sent_committed`); then the status."""
+        self.ctx.counters.sent_committed = self._sent_at_flush
+        self.write_status()
 
     def write_status(self) -> None:
         """The worker's status file for the parent (every watch tick, and before each

@@ -60,6 +60,11 @@ class Counters:
 
     sent: Counter[str] = field(default_factory=Counter)
     done: Counter[str] = field(default_factory=Counter)
+    #: `sent` as it was when the last offset commit's flush began: each of those
+    #: messages is acknowledged. A killed worker's successor counts by this, not
+    #: `sent`, which may count messages the kill lost before they left (a parent
+    #: summing those waited for them for ever: `multiworker.ghost_of`).
+    sent_committed: dict[str, int] = field(default_factory=dict)
     outcomes: Counter[str] = field(default_factory=Counter)
     fetch_in_flight: int = 0
     #: Fetch completions this worker's frontier applied at the fetch's end, without

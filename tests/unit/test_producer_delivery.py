@@ -133,7 +133,8 @@ def test_tracked_changelog_records_are_waited_for(changelog_linger_ms: float | N
 
 def test_the_commit_hook_flushes_both_producers_then_calls_before_commit() -> None:
     """The worker's status is written after the flushes Faust's commit awaits, so it
-    counts every message the commit that follows covers."""
+    counts every message the commit that follows covers; what it sent is noted before
+    them, so each of those is acknowledged by then."""
     events: list[str] = []
 
     async def faust_flush() -> None:
@@ -142,8 +143,10 @@ def test_the_commit_hook_flushes_both_producers_then_calls_before_commit() -> No
     app = SimpleNamespace(producer=SimpleNamespace(flush=faust_flush))
     producer = StageProducer(f"127.0.0.1:{closed_port()}", **{"log_level": 0})
     try:
-        hook_into_commits(app, producer, lambda: events.append("status"))
+        hook_into_commits(
+            app, producer, lambda: events.append("status"), lambda: events.append("sent")
+        )
         asyncio.run(app.producer.flush())
-        assert events == ["faust flush", "status"]
+        assert events == ["sent", "faust flush", "status"]
     finally:
         producer._producer = None  # type: ignore[assignment]  # nothing was produced

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from streams.ops.multiworker import caught_up, globally_idle
+from streams.ops.multiworker import caught_up, ghost_of, globally_idle
 
 
 def status(sent: dict[str, int], done: dict[str, int], **extra: Any) -> dict[str, Any]:
@@ -37,3 +37,16 @@ def test_a_commit_counts_as_handled() -> None:
     assert not caught_up([delivered, successor, ghost], {})
     successor["handled_upto"] = [["a.parse", 1, 7]]
     assert caught_up([delivered, successor, ghost], {})
+
+
+def test_a_ghost_counts_the_sends_its_last_commit_saw_acknowledged() -> None:
+    """The dead worker's last status counted 3 url-seen messages it produced; the kill
+    lost one before it left. Its last commit's flush saw 2 acknowledged: counted by
+    those, the sums balance; by `sent`, they waited for the lost one for ever."""
+    successor = status({"url-seen": 4}, {"seeds": 6, "url-seen": 4})
+    dead = status({"url-seen": 3}, {"url-seen": 2}, sent_committed={"url-seen": 2})
+    assert not globally_idle([successor], 6, ghosts=[dead])
+    assert globally_idle([successor], 6, ghosts=[ghost_of(dead)])
+    # one that never committed sent nothing anyone must wait for
+    assert ghost_of(status({"url-seen": 3}, {}))["sent"] == {}
+
