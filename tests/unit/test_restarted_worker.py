@@ -49,4 +49,3 @@ def test_a_ghost_counts_the_sends_its_last_commit_saw_acknowledged() -> None:
     assert globally_idle([successor], 6, ghosts=[ghost_of(dead)])
     # one that never committed sent nothing anyone must wait for
     assert ghost_of(status({"url-seen": 3}, {}))["sent"] == {}
-
