@@ -409,7 +409,9 @@ def _stored_before(
     if record.get("digest") != digest or "captured" not in record:
         return (digest, page["fetched_at"]), None
     captured = float(record["captured"])
-    if captured == page["fetched_at"]:
+    if captured >= page["fetched_at"]:
+        # this capture, or an older fetch of the same bytes read again late (after a
+        # kill the hand-off refetch can beat the fetch result read again): nothing new
         return (digest, captured), SAME_CAPTURE
     return (digest, captured), {"url": page["url"], "digest": digest, "fetched_at": captured}
 
