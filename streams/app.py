@@ -310,7 +310,19 @@ def _politeness(settings: Settings) -> Politeness:
         max_pages=settings.crawl.max_pages,
         max_host_pages=settings.crawl.max_host_pages,
         max_host_queue=settings.crawl.max_host_queue,
+        refetch_hold=refetch_hold(settings),
     )
+
+
+def refetch_hold(settings: Settings) -> float:
+    """`Politeness.refetch_hold`: its 10 s where workers hold their partitions by index
+    (the embedded broker); in a consumer group, a session timeout more, since the
+    dead worker's partitions, and the fetch results to read again, move only once the
+    group has noticed (a run on Apache Kafka with a 6 s session timeout read one
+    again 10.0 s after its fetch, as the refetch went: two records of the page)."""
+    if settings.kafka.members:
+        return Politeness.refetch_hold
+    return Politeness.refetch_hold + settings.kafka.session_timeout
 
 
 def _fetch_config(settings: Settings) -> FetchConfig:

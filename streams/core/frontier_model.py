@@ -143,7 +143,8 @@ class Politeness:
     #: go (`Frontier.enqueue`'s ``unless_stored_since``): after a restart or a
     #: rebalance the fetch result that carried its body is often read again by the
     #: worker and stores that very capture a moment later; fetched at once, the refetch
-    #: stored the page a second time.
+    #: stored the page a second time. A consumer group adds its session timeout
+    #: (`streams.app.refetch_hold`).
     refetch_hold: float = 10.0
 
 

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from streams.app import refetch_hold
 from streams.core.freshness import RevisitPolicy, RevisitSchedule
 from streams.core.frontier import FETCHED_ALREADY, Frontier, Politeness
 from streams.core.provenance import handoff_refeed
 from streams.core.records import FrontierEvent
+from streams.settings import load_settings
 from streams.stages import recrawl
 from tests.unit.frontier_helpers import Clock
 
@@ -118,3 +120,11 @@ def test_a_miss_of_the_refetchs_own_capture_is_fetched_again() -> None:
     crawl.run(12)
     assert [url for url, _at in crawl.fetched][1:] == [URL, URL]
     assert not [d for d in crawl.skipped if d.outcome == FETCHED_ALREADY]
+
+
+def test_a_consumer_group_holds_a_refetch_a_session_timeout_longer() -> None:
+    """Workers holding their partitions by index (the embedded broker) hold a refetch
+    10 s; a consumer group's dead worker's partitions move after a session timeout."""
+    settings = load_settings(environ={"SEINE_SESSION_TIMEOUT": "6"})
+    assert refetch_hold(settings.with_overrides(members=2)) == 10.0
+    assert refetch_hold(settings) == 16.0
