@@ -54,6 +54,10 @@ class HandoffStats:
     missed: int = 0
 
 
+#: Hand-off refetches a cache remembers (`HandoffCache.note_refetch`).
+RECENT_REFETCHES = 1 << 14
+
+
 class HandoffCache:
     """Bodies by (URL, payload digest), bounded in bytes.
 
@@ -77,6 +81,9 @@ class HandoffCache:
         self._entries: OrderedDict[tuple[str, str], tuple[bytes, float]] = OrderedDict()
         self._bytes = 0
         self.stats = HandoffStats()
+        #: URL -> fetch time of the capture a miss here is fetching again (at most
+        #: RECENT_REFETCHES): see `refetching`
+        self._refetching: dict[str, float] = {}
 
     @property
     def enabled(self) -> bool:
@@ -150,6 +157,19 @@ class HandoffCache:
         if entry is not None:
             self._bytes -= len(entry[0]) + ENTRY_OVERHEAD
             self.stats.discarded += 1
+
+    def note_refetch(self, url: str, fetched_at: float) -> None:
+        """A miss of the capture fetched at `fetched_at` is being fetched again."""
+        if len(self._refetching) >= RECENT_REFETCHES:
+            self._refetching.clear()  # a bound, not an LRU: misses come after restarts
+        self._refetching[url] = fetched_at
+
+    def refetching(self, url: str) -> float | None:
+        """The fetch time of the capture a refetch of `url` replaces (None: no refetch
+        of it is known here), forgotten once asked: when that capture got stored
+        meanwhile (its fetch result read again after the miss), the refetch's page is
+        nothing new, not a revisit to record."""
+        return self._refetching.pop(url, None)
 
     def clear(self) -> None:
         self._entries.clear()

@@ -119,6 +119,10 @@ def _handle(
                 revisits, page, batch_captures.get(url), digest, previous=previous
             )
             if again is not None:
+                if again and handoff.refetching(url) == again["fetched_at"]:
+                    # a refetch after a miss here, and the capture it replaces got
+                    # stored meanwhile (its fetch result read again late)
+                    again = SAME_CAPTURE
                 duplicate = again
             elif stored is not None and store.fetched_since(url, page["fetched_at"]):
                 # this very capture is in this worker's store already, its revisit
@@ -443,6 +447,7 @@ def _refetch(
     page = parsed["page"]
     url = page["url"]
     log.warning("link-extract: %s: %s", url, HANDOFF_MISS_REASON)
+    ctx.handoff.note_refetch(url, page["fetched_at"])
     if revisits is not None:
         revisits.forget_validators(url)
     out.add_frontier(

@@ -323,6 +323,25 @@ def test_a_body_not_in_the_cache_is_fetched_again_and_logged(tmp_path: Path) -> 
     assert not any(u["via"] in refed for u in out.to(topology.URL_FILTER))
 
 
+def test_a_refetch_whose_capture_got_stored_meanwhile_stores_nothing(tmp_path: Path) -> None:
+    """After a kill on Apache Kafka the body of a capture was missed, then its fetch
+    result was read again and stored, just as the refetch went: the refetch's page
+    (the same bytes) was a revisit record, a second record of the page."""
+    ctx = FakeCtx(Settings.of(partitions=1), HandoffCache(64 << 20))
+    store = PageStore(str(tmp_path / "pages"))
+    revisits = schedule()
+    page = fetched("http://a.test/1", 1)
+    missed = crawl(ctx, [page], store, revisits, lose_bodies=True)
+    assert [r["outcome"] for r in missed.logs] == [link_extract.HANDOFF_MISS]
+    crawl(ctx, [page], store, revisits)  # the fetch result read again: stored
+    refetched = crawl(ctx, [{**page, "fetched_at": page["fetched_at"] + 16}], store, revisits)
+    assert not refetched.to(topology.DOCUMENTS)  # the stored capture's went out
+    # a later fetch of the same bytes is a revisit, as ever
+    crawl(ctx, [{**page, "fetched_at": page["fetched_at"] + 99}], store, revisits)
+    store.close()
+    assert [r[0] for r in warc_records(tmp_path / "pages")] == ["response", "revisit"]
+
+
 def test_the_same_capture_read_again_needs_no_body(tmp_path: Path) -> None:
     """At-least-once: link-extract's message read again on another worker (its offset
     was not committed) finds the capture stored already, so no refetch."""
