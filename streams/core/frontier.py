@@ -136,7 +136,7 @@ class Frontier(Leases):
         #: queue is not fetched, even before the first copy's page reaches a store (a
         #: restarted worker fetched one URL twice 167 ms apart so); nor is a second
         #: copy of a hand-off refetch once one went (`_done_already`). A lost fetch
-        #: done again is marked ``again`` and ``tried`` (`_requeue_tried`).
+        #: done again is marked ``again`` and ``tried`` (`frontier_model.tried`).
         self._dispatched: dict[str, float] = {}
         #: (tier, sequence) of the URL the last enqueue() queued: the URL registry keeps
         #: it in the URL's state, so a later re-tier finds the item without a scan.
