@@ -338,23 +338,24 @@ class StageProducer:
 def hook_into_commits(
     app: Any,
     producer: StageProducer,
-    before_commit: Callable[[], None] | None = None,
-    before_flush: Callable[[], None] | None = None,
+    before_commit: Callable[[Any], None] | None = None,
+    before_flush: Callable[[], Any] | None = None,
 ) -> None:
     """Make Faust's pre-commit producer flush also flush `producer`, then call
     `before_commit`: Faust has chosen the offsets to commit by then (from what was
     handled before the flush), and sends them right after. `before_flush` is called
-    first: what was produced by then is acknowledged once `before_commit` runs (a
-    failed delivery raises, and neither it nor the commit happens)."""
+    first, and what it returns is handed to `before_commit` (None without it): what
+    was produced by then is acknowledged once `before_commit` runs (a failed delivery
+    raises, and neither it nor the commit happens). Two commits may overlap, so each
+    flush keeps its own."""
     faust_producer = app.producer
     original = faust_producer.flush
 
     async def flush() -> None:
-        if before_flush is not None:
-            before_flush()
+        noted = before_flush() if before_flush is not None else None
         await original()
         await producer.flush()
         if before_commit is not None:
-            before_commit()
+            before_commit(noted)
 
     faust_producer.flush = flush

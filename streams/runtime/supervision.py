@@ -53,8 +53,6 @@ class Supervisor:
         self.tables = list(tables)
         self.status_path = Path(self.settings.status_file) if self.settings.status_file else None
         self.stuck = StuckPartitions(self.settings.kafka.stuck_rewind_after)
-        #: `sent` when the current commit's flush began (`note_sent`)
-        self._sent_at_flush: dict[str, int] = {}
         #: the watch a SIGTERM started (`hand_over`), referenced until it is done
         self._watching: asyncio.Future[None] | None = None
 
@@ -162,14 +160,20 @@ class Supervisor:
         elif now - seine.idle_since >= IDLE_SECONDS:
             seine.stop(0)
 
-    def note_sent(self) -> None:
+    def note_sent(self) -> dict[str, int]:
         """Before a commit's flush: what this worker sent so far (`commit_status`)."""
-        self._sent_at_flush = dict(self.ctx.counters.sent)
+        return dict(self.ctx.counters.sent)
 
-    def commit_status(self) -> None:
-        """After a commit's flush: every message noted before it is acknowledged
-        (`Counters.sent_committed`); then the status."""
-        self.ctx.counters.sent_committed = self._sent_at_flush
+    def commit_status(self, noted: dict[str, int] | None) -> None:
+        """After a commit's flush: every message `noted` before it is acknowledged
+        (`Counters.sent_committed`, the larger count per topic: an overlapping
+        commit's flush may end first); then the status."""
+        c = self.ctx.counters
+        if noted:
+            committed = dict(c.sent_committed)
+            for topic, count in noted.items():
+                committed[topic] = max(committed.get(topic, 0), count)
+            c.sent_committed = committed
         self.write_status()
 
     def write_status(self) -> None:

@@ -143,10 +143,13 @@ def test_the_commit_hook_flushes_both_producers_then_calls_before_commit() -> No
     app = SimpleNamespace(producer=SimpleNamespace(flush=faust_flush))
     producer = StageProducer(f"127.0.0.1:{closed_port()}", **{"log_level": 0})
     try:
-        hook_into_commits(
-            app, producer, lambda: events.append("status"), lambda: events.append("sent")
-        )
+
+        def note() -> str:
+            events.append("sent")
+            return "sent"
+
+        hook_into_commits(app, producer, lambda noted: events.append(f"status after {noted}"), note)
         asyncio.run(app.producer.flush())
-        assert events == ["sent", "faust flush", "status"]
+        assert events == ["sent", "faust flush", "status after sent"]
     finally:
         producer._producer = None  # type: ignore[assignment]  # nothing was produced

@@ -4,9 +4,12 @@ and so do the commits its successor reads instead of handling those messages aga
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 from streams.ops.multiworker import caught_up, ghost_of, globally_idle
+from streams.runtime.supervision import Supervisor
+from streams.stages.context import Counters
 
 
 def status(sent: dict[str, int], done: dict[str, int], **extra: Any) -> dict[str, Any]:
@@ -49,3 +52,14 @@ def test_a_ghost_counts_the_sends_its_last_commit_saw_acknowledged() -> None:
     assert globally_idle([successor], 6, ghosts=[ghost_of(dead)])
     # one that never committed sent nothing anyone must wait for
     assert ghost_of(status({"url-seen": 3}, {}))["sent"] == {}
+
+
+def test_overlapping_commits_keep_the_larger_acknowledged_count() -> None:
+    """Two commits may overlap (the commit timer's and the one at idle): the flush of
+    the later note can end first, and the earlier note must not win after it."""
+    supervisor = Supervisor.__new__(Supervisor)  # only its counters and no status file
+    supervisor.ctx = SimpleNamespace(counters=Counters())  # type: ignore[assignment]
+    supervisor.status_path = None
+    supervisor.commit_status({"url-seen": 5, "parse": 1})
+    supervisor.commit_status({"url-seen": 3, "frontier": 2})
+    assert supervisor.ctx.counters.sent_committed == {"url-seen": 5, "parse": 1, "frontier": 2}
