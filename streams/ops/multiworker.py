@@ -13,8 +13,8 @@ for `IDLE_SECONDS`, confirmed by a status each worker wrote after the idle perio
 began (`idle_confirmed`); and, by offsets, every message delivered (seeds,
 workers' sends) is handled by some worker (`caught_up`), a commit counting as handling.
 A worker that died and was started again still counts by its last status (`ghosts`):
-its successor starts its counters at zero and skips what it committed. Its sends count
-as of its last commit (`ghost_of`).
+its successor starts its counters at zero and skips what it committed. Its sends and
+handlings count as of its last commit (`ghost_of`).
 """
 
 from __future__ import annotations
@@ -283,11 +283,17 @@ def push_seeds(
 
 
 def ghost_of(last: dict[str, Any]) -> dict[str, Any]:
-    """A dead worker's last status as the sums count it: its sends as of its last
-    commit (`sent_committed`), each acknowledged. Its `sent` may count messages the
-    kill lost before they left, which nobody handles; what it sent after that commit
-    and did reach the broker is handled, and only makes `done` the larger."""
-    return {**last, "sent": last.get("sent_committed", {})}
+    """A dead worker's last status as the sums count it: its sends and handlings as
+    of its last commit (`sent_committed`, `done_committed`). Its `sent` may count
+    messages the kill lost before they left, which nobody handles; its `done`, messages
+    whose outputs the kill lost, which its successor must handle again (a skipped
+    re-read of one then ended a crawl with its page never stored). What it sent after
+    that commit and did reach the broker is handled, and only makes `done` the larger."""
+    return {
+        **last,
+        "sent": last.get("sent_committed", {}),
+        "done": last.get("done_committed", {}),
+    }
 
 
 def replace_dead(

@@ -62,6 +62,7 @@ class SeineApp:
         return {
             "sent": dict(c.sent),
             "sent_committed": c.sent_committed,
+            "done_committed": c.done_committed,
             "done": dict(c.done),
             "busy": self.ctx.locally_busy(),
             "rebalancing": bool(self.app.rebalancing),

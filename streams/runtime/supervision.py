@@ -160,20 +160,21 @@ class Supervisor:
         elif now - seine.idle_since >= IDLE_SECONDS:
             seine.stop(0)
 
-    def note_sent(self) -> dict[str, int]:
-        """Before a commit's flush: what this worker sent so far (`commit_status`)."""
-        return dict(self.ctx.counters.sent)
+    def note_sent(self) -> tuple[dict[str, int], dict[str, int]]:
+        """Before a commit's flush: what this worker sent and handled so far
+        (`commit_status`)."""
+        c = self.ctx.counters
+        return dict(c.sent), dict(c.done)
 
-    def commit_status(self, noted: dict[str, int] | None) -> None:
-        """After a commit's flush: every message `noted` before it is acknowledged
-        (`Counters.sent_committed`, the larger count per topic: an overlapping
-        commit's flush may end first); then the status."""
+    def commit_status(self, noted: tuple[dict[str, int], dict[str, int]] | None) -> None:
+        """After a commit's flush: every message sent before it is acknowledged, and
+        what was handled before it is committed (`Counters.sent_committed` and
+        `done_committed`, the larger count per topic: an overlapping commit's flush
+        may end first); then the status."""
         c = self.ctx.counters
         if noted:
-            committed = dict(c.sent_committed)
-            for topic, count in noted.items():
-                committed[topic] = max(committed.get(topic, 0), count)
-            c.sent_committed = committed
+            c.sent_committed = larger(c.sent_committed, noted[0])
+            c.done_committed = larger(c.done_committed, noted[1])
         self.write_status()
 
     def write_status(self) -> None:
@@ -256,3 +257,11 @@ def lost_broker(seine: SeineApp, down: float) -> None:
     timer = threading.Timer(LOST_BROKER_EXIT_AFTER, exit_now)
     timer.daemon = True
     timer.start()
+
+
+def larger(old: dict[str, int], new: dict[str, int]) -> dict[str, int]:
+    """The larger count of each topic in two snapshots of growing counters."""
+    out = dict(old)
+    for topic, count in new.items():
+        out[topic] = max(out.get(topic, 0), count)
+    return out

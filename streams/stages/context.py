@@ -65,6 +65,9 @@ class Counters:
     #: `sent`, which may count messages the kill lost before they left (a parent
     #: summing those waited for them for ever: `multiworker.ghost_of`).
     sent_committed: dict[str, int] = field(default_factory=dict)
+    #: `done` as it was then: a killed worker's successor handles again what came
+    #: after its last commit, and any output of those the kill lost with it.
+    done_committed: dict[str, int] = field(default_factory=dict)
     outcomes: Counter[str] = field(default_factory=Counter)
     fetch_in_flight: int = 0
     #: Fetch completions this worker's frontier applied at the fetch's end, without

@@ -47,11 +47,29 @@ def test_a_ghost_counts_the_sends_its_last_commit_saw_acknowledged() -> None:
     lost one before it left. Its last commit's flush saw 2 acknowledged: counted by
     those, the sums balance; by `sent`, they waited for the lost one for ever."""
     successor = status({"url-seen": 4}, {"seeds": 6, "url-seen": 4})
-    dead = status({"url-seen": 3}, {"url-seen": 2}, sent_committed={"url-seen": 2})
+    dead = status(
+        {"url-seen": 3},
+        {"url-seen": 2},
+        sent_committed={"url-seen": 2},
+        done_committed={"url-seen": 2},
+    )
     assert not globally_idle([successor], 6, ghosts=[dead])
     assert globally_idle([successor], 6, ghosts=[ghost_of(dead)])
     # one that never committed sent nothing anyone must wait for
     assert ghost_of(status({"url-seen": 3}, {}))["sent"] == {}
+
+
+def test_a_ghost_counts_the_handlings_its_last_commit_covered() -> None:
+    """The dead worker handled a parse message after its last commit, and the kill
+    lost what that handling sent on. Its successor must handle the message again:
+    counted by the dead worker's `done`, the sums balanced without it (a successor
+    that skipped it ended the crawl with its page never stored)."""
+    other = status({"parse": 1}, {"seeds": 6})
+    dead = status({}, {"parse": 1}, sent_committed={}, done_committed={})
+    successor = status({}, {})
+    assert globally_idle([other, successor], 6, ghosts=[dead])
+    assert not globally_idle([other, successor], 6, ghosts=[ghost_of(dead)])
+    assert globally_idle([other, status({}, {"parse": 1})], 6, ghosts=[ghost_of(dead)])
 
 
 def test_overlapping_commits_keep_the_larger_acknowledged_count() -> None:
@@ -60,6 +78,7 @@ def test_overlapping_commits_keep_the_larger_acknowledged_count() -> None:
     supervisor = Supervisor.__new__(Supervisor)  # only its counters and no status file
     supervisor.ctx = SimpleNamespace(counters=Counters())  # type: ignore[assignment]
     supervisor.status_path = None
-    supervisor.commit_status({"url-seen": 5, "parse": 1})
-    supervisor.commit_status({"url-seen": 3, "frontier": 2})
+    supervisor.commit_status(({"url-seen": 5, "parse": 1}, {"parse": 4}))
+    supervisor.commit_status(({"url-seen": 3, "frontier": 2}, {"parse": 2, "seeds": 1}))
     assert supervisor.ctx.counters.sent_committed == {"url-seen": 5, "parse": 1, "frontier": 2}
+    assert supervisor.ctx.counters.done_committed == {"parse": 4, "seeds": 1}
