@@ -253,8 +253,7 @@ class Frontier(Leases):
             self.adopted_completed += 1  # the fetch in flight at the adoption: done once
         self.in_flight = max(0, self.in_flight - 1)
         inflight: QueueItem = state.get("inflight") or {}
-        if inflight:
-            inflight = tried(inflight, float(state["busy"]))
+        busy_since = float(state["busy"])
         state_url = str(inflight.get("url") or f"{state['origin']}/robots.txt")
         state_depth = int(inflight.get("depth", 0))
         state["busy"] = 0.0
@@ -296,8 +295,9 @@ class Frontier(Leases):
         if throttled:
             if retry_after is not None:
                 wait = max(wait, min(retry_after, MAX_ERROR_BACKOFF))
+            retried = tried(inflight, busy_since) if inflight else inflight
             decision, requeued_at = self._retry_later(
-                host, state, inflight, status, retry_after, wait
+                host, state, retried, status, retry_after, wait
             )
             decisions.append(decision)
             self._settle(state, requeued_at)

@@ -17,6 +17,7 @@ import signal
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -173,8 +174,9 @@ class Supervisor:
         may end first); then the status."""
         c = self.ctx.counters
         if noted:
-            c.sent_committed = larger(c.sent_committed, noted[0])
-            c.done_committed = larger(c.done_committed, noted[1])
+            # Counter's union keeps the larger count of each topic
+            c.sent_committed = dict(Counter(c.sent_committed) | Counter(noted[0]))
+            c.done_committed = dict(Counter(c.done_committed) | Counter(noted[1]))
         self.write_status()
 
     def write_status(self) -> None:
@@ -257,11 +259,3 @@ def lost_broker(seine: SeineApp, down: float) -> None:
     timer = threading.Timer(LOST_BROKER_EXIT_AFTER, exit_now)
     timer.daemon = True
     timer.start()
-
-
-def larger(old: dict[str, int], new: dict[str, int]) -> dict[str, int]:
-    """The larger count of each topic in two snapshots of growing counters."""
-    out = dict(old)
-    for topic, count in new.items():
-        out[topic] = max(out.get(topic, 0), count)
-    return out
