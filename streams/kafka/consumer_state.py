@@ -26,8 +26,9 @@ def lagging_partitions(app: Any, topics: Iterable[str]) -> list[dict[str, Any]]:
 
     Per partition: the high watermark of the last fetch response (`high`, the
     offset the next record will get), aiokafka's fetch `position`, Faust's last
-    offset handed to the stream (`read`), its last commit (`committed`), and
-    whether Faust or aiokafka hold the partition paused.
+    offset handed to the stream (`read`), its last commit (`committed`; before the
+    first, the head the commit guard expects it to cover), and whether Faust or
+    aiokafka hold the partition paused.
     """
     wanted = set(topics)
     try:
@@ -42,6 +43,7 @@ def lagging_partitions(app: Any, topics: Iterable[str]) -> list[dict[str, Any]]:
         active = consumer._active_partitions
         paused_by_faust = consumer._paused_partitions
         buffered = consumer._buffered_partitions
+        heads = getattr(consumer, "_seine_heads", None) or {}
         out: list[dict[str, Any]] = []
         for tp in sorted(consumer.assignment()):
             if tp.topic not in wanted:
@@ -53,6 +55,11 @@ def lagging_partitions(app: Any, topics: Iterable[str]) -> list[dict[str, Any]]:
             position = state._position  # None until the position is known
             read = consumer._read_offset.get(tp)
             committed = consumer._committed_offset.get(tp)
+            if committed is None:
+                # Nothing committed yet: the commit guard expects the first commit to
+                # cover the partition's head (commit_guard), so a worker that handed
+                # on offsets past it shows them held until that commit is made.
+                committed = heads.get(tp)
             handed = read + 1 if read is not None else committed
             paused = bool(state.paused) or tp in paused_by_faust
             behind = high is not None and (

@@ -7,7 +7,7 @@ from typing import Any
 
 from faust.types import TP
 
-from streams.core.stall import StallWatch, StuckPartitions, rewind_offset, unhandled
+from streams.core.stall import StallWatch, StuckPartitions, rewind_offset, unfinished, unhandled
 from streams.kafka.consumer_state import lagging_partitions
 from streams.ops.multiworker import (
     IDLE_SECONDS,
@@ -429,3 +429,22 @@ def test_not_idle_while_a_host_partition_has_no_worker() -> None:
     assert unowned(statuses, 4) == {2, 3}
     statuses[1]["partitions"] = [2, 3]
     assert globally_idle(statuses, 0, partitions=4)
+
+
+def test_a_partition_never_committed_shows_what_it_handed_on_past_its_head() -> None:
+    # A worker that took over a partition nobody committed seeks to its head (the
+    # commit guard). Until its first commit, offsets handed on past the head are
+    # held work: the crawl must not end before that commit (or the re-read of a
+    # message it never handled) is made.
+    fresh, settled = tp("a", 0), tp("a", 1)
+    states = {fresh: FakeState(93, 93), settled: FakeState(10, 10)}
+    app = fake_app(states, {fresh: 92, settled: 9})
+    app.consumer._committed_offset = {fresh: None, settled: 10}
+    app.consumer._seine_heads = {fresh: 0}
+    found = lagging_partitions(app, ["a"])
+    assert [(e["partition"], e["read"], e["committed"]) for e in found] == [(0, 92, 0)]
+    assert [e["partition"] for e in unfinished(found)] == [0]
+    assert rewind_offset(found[0]) == 0
+    # without a known head (its seek has not answered yet) nothing is claimed
+    app.consumer._seine_heads = {}
+    assert lagging_partitions(app, ["a"]) == []
