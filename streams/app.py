@@ -134,7 +134,8 @@ def create_app(settings: Settings) -> SeineApp:
         # the thread's event loop, so choosing uvloop in run_worker, as Seine did, was
         # too late and every worker ran on asyncio's selector loop.
         mode.loop.use("uvloop")
-    # before any thread allocates: the producer's and RocksDB's threads come next
+    # before the producer's and RocksDB's threads allocate (`seine crawl` and `seine
+    # worker` set it earlier, before their admin clients' threads: run_crawl)
     allocator.limit_arenas(settings.worker.malloc_arenas)
     app = faust_app(settings)
     ctx = StageContext(app, settings)

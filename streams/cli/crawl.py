@@ -74,9 +74,11 @@ def run_crawl(
     settings: Settings, seeds: list[str], until_idle: bool, *, drain_on_sigint: bool = False
 ) -> int:
     from streams.app import create_app, run_worker
-    from streams.core.allocator import tune_malloc
+    from streams.core.allocator import limit_arenas, tune_malloc
 
     tune_malloc()  # this process is a worker from here on: see streams/core/allocator.py
+    # before broker_for: its admin client's librdkafka threads would each take an arena
+    limit_arenas(settings.worker.malloc_arenas)
     with broker_for(settings) as effective:
         seine = create_app(effective)
         # --recrawl keeps the crawl going on the revisit schedule: never idle for good

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import importlib
+from typing import Any
+
+import pytest
+
 from streams.core import allocator
 
 
@@ -19,3 +24,29 @@ def test_trim_hands_free_pages_back_and_says_how_long_it_took() -> None:
     took = allocator.trim()
     assert took >= 0.0
     assert (took > 0.0) is (allocator._glibc() is not None)
+
+
+def test_a_worker_caps_its_arenas_before_its_first_broker_client(monkeypatch: Any) -> None:
+    # An arena made before the cap stays: broker_for's admin client starts
+    # librdkafka's threads, so the cap must come first (at peak, a dense-web
+    # worker held 6 arenas with a cap of 2 when the app set it).
+    from streams.settings import load_settings
+
+    # the module (streams.cli exports a function of the same name)
+    crawl = importlib.import_module("streams.cli.crawl")
+
+    calls: list[str] = []
+
+    class Stop(Exception):
+        pass
+
+    def broker_for(settings: Any, **_: Any) -> Any:
+        calls.append("broker_for")
+        raise Stop
+
+    monkeypatch.setattr(allocator, "limit_arenas", lambda n: calls.append(f"limit {n}"))
+    monkeypatch.setattr(crawl, "broker_for", broker_for)
+    settings = load_settings(environ={})
+    with pytest.raises(Stop):
+        crawl.run_crawl(settings, [], until_idle=True)
+    assert calls == [f"limit {settings.worker.malloc_arenas}", "broker_for"]
