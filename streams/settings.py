@@ -267,9 +267,10 @@ class WorkerSettings:
     segment_max_bytes: int = 1 << 30
     #: Longest a Ctrl-C'd `seine crawl` drains (in-flight work to the end) before it stops.
     drain_timeout: float = 60.0
-    #: Seconds a worker of `seine crawl --workers N` on the embedded broker may go
-    #: without writing its status (every 0.25 s) before its parent kills it and starts
-    #: it again: its partitions wait for it, no group hands them on (0: never).
+    #: Seconds a worker of `seine crawl --workers N` may go without writing its status
+    #: (every 0.25 s) before its parent kills it and starts it again (0: never): on the
+    #: embedded broker its partitions wait for it; in a group, at most the session
+    #: timeout, after which the others get its partitions and wait on its table locks.
     hung_after: float = 60.0
     #: A `seine worker` drains on SIGINT as `seine crawl` does (set for the workers of
     #: `seine crawl --workers N`, whose parent forwards the Ctrl-C); else it stops.

@@ -50,5 +50,6 @@ bad_cluster=tests/integration/test_bad_cluster.py
     tests/integration/test_documents_crawl.py \
     "$bad_cluster" \
     tests/integration/test_topics_up_front.py \
-    "tests/integration/test_worker_replaced.py::test_a_worker_killed_after_its_commits_is_replaced_and_the_crawl_ends"
+    "tests/integration/test_worker_replaced.py::test_a_worker_killed_after_its_commits_is_replaced_and_the_crawl_ends" \
+    "tests/integration/test_worker_replaced.py::test_a_stuck_worker_is_killed_and_started_again"
 .venv/bin/pytest -q tests/integration/test_kafka_faults.py

@@ -341,6 +341,20 @@ def hung(statuses: Sequence[Mapping[str, Any] | None], now: float, after: float)
     ]
 
 
+def hung_limit(settings: Settings) -> float:
+    """Seconds of silence after which the parent kills a worker (0: never).
+
+    Shared by index, a stuck worker's partitions wait for it for ever. In a group,
+    the coordinator drops it after the session timeout and hands its partitions to
+    the others, who cannot open their tables while it lives and holds their RocksDB
+    locks (the table dir is shared): they retry for 30 s, then crash. So in a group
+    the parent kills it by then."""
+    after = settings.worker.hung_after
+    if settings.kafka.members or after <= 0:
+        return after
+    return min(after, settings.kafka.session_timeout)
+
+
 def kill_hung(
     procs: list[subprocess.Popen[bytes]], statuses: list[dict[str, Any] | None], after: float
 ) -> None:
@@ -550,9 +564,7 @@ def run_workers(
                 code = 1
                 break
             statuses = [read_status(path) for path in status_paths]
-            if settings.kafka.members:
-                # shares by index: a stuck worker's partitions wait for it, for ever
-                kill_hung(procs, statuses, settings.worker.hung_after)
+            kill_hung(procs, statuses, hung_limit(settings))
             if any(s is None for s in statuses):
                 continue
             ready = [s for s in statuses if s is not None]

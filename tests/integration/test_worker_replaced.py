@@ -117,8 +117,9 @@ def test_a_worker_killed_after_its_commits_is_replaced_and_the_crawl_ends(
 
 def test_a_stuck_worker_is_killed_and_started_again(tmp_path: Path) -> None:
     """A worker that stops reporting (here: SIGSTOP) holds partitions nobody else
-    takes on the embedded broker: its parent kills it after `hung_after` and starts
-    it again, and the crawl ends as with a killed one."""
+    takes on the embedded broker, and in a group holds the table locks of those the
+    others get: its parent kills it after `hung_after` and starts it again, and the
+    crawl ends as with a killed one."""
     stderr, expected = crawl_hitting_worker_0(tmp_path, signal.SIGSTOP, SEINE_HUNG_AFTER="3")
     assert "worker-0 has not reported for 3s; killing it" in stderr, stderr[-3000:]
     assert "worker-0 exited (-9); starting it again" in stderr, stderr[-3000:]
