@@ -55,7 +55,8 @@ def lagging_partitions(app: Any, topics: Iterable[str]) -> list[dict[str, Any]]:
             position = state._position  # None until the position is known
             read = consumer._read_offset.get(tp)
             committed = consumer._committed_offset.get(tp)
-            if committed is None:
+            never_committed = committed is None
+            if never_committed:
                 # Nothing committed yet: the commit guard expects the first commit to
                 # cover the partition's head (commit_guard), so a worker that handed
                 # on offsets past it shows them held until that commit is made.
@@ -83,6 +84,7 @@ def lagging_partitions(app: Any, topics: Iterable[str]) -> list[dict[str, Any]]:
                     "paused": paused,
                     "buffered": tp in buffered,
                     "active": active is None or tp in active,
+                    **({"head": True} if never_committed and committed is not None else {}),
                 }
             )
         return out
@@ -126,7 +128,12 @@ def describe(worker: str, entries: list[dict[str, Any]]) -> list[str]:
         lines.append(
             f"  {worker} {e['topic']}[{e['partition']}]: high watermark {e.get('high')}, "
             f"fetch position {e.get('position')}, last handed to the agent {e.get('read')}, "
-            f"committed {e.get('committed')}" + (f" ({', '.join(flags)})" if flags else "")
+            + (
+                f"nothing committed yet (head {e.get('committed')})"
+                if e.get("head")
+                else f"committed {e.get('committed')}"
+            )
+            + (f" ({', '.join(flags)})" if flags else "")
         )
     return lines
 

@@ -8,7 +8,7 @@ from typing import Any
 from faust.types import TP
 
 from streams.core.stall import StallWatch, StuckPartitions, rewind_offset, unfinished, unhandled
-from streams.kafka.consumer_state import lagging_partitions
+from streams.kafka.consumer_state import describe, lagging_partitions
 from streams.ops.multiworker import (
     IDLE_SECONDS,
     UNCONSUMED,
@@ -443,6 +443,8 @@ def test_a_partition_never_committed_shows_what_it_handed_on_past_its_head() -> 
     app.consumer._seine_heads = {fresh: 0}
     found = lagging_partitions(app, ["a"])
     assert [(e["partition"], e["read"], e["committed"]) for e in found] == [(0, 92, 0)]
+    assert found[0]["head"] is True
+    assert "nothing committed yet (head 0)" in describe("worker-0", found)[0]
     assert [e["partition"] for e in unfinished(found)] == [0]
     assert rewind_offset(found[0]) == 0
     # without a known head (its seek has not answered yet) nothing is claimed
