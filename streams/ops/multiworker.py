@@ -331,24 +331,19 @@ def replace_dead(
 def hung(statuses: Sequence[Mapping[str, Any] | None], now: float, after: float) -> list[int]:
     """The workers whose last status is older than `after` seconds (wall clock): a
     live worker writes it every 0.25 s, so one that stopped is stuck (a blocked event
-    loop, a stopped process). A worker without a status yet is starting."""
-    if after <= 0:
-        return []
-    return [
-        index
-        for index, status in enumerate(statuses)
-        if status is not None and now - float(status.get("at", now)) > after
+    loop, a stopped process). A worker without a status yet is starting; one stopping
+    on its own is given till the time it named (`stopping_until`)."""
+    last = [
+        None if s is None else max(float(s.get("at", now)), float(s.get("stopping_until") or 0))
+        for s in statuses
     ]
+    return [i for i, at in enumerate(last) if after > 0 and at is not None and now - at > after]
 
 
 def hung_limit(settings: Settings) -> float:
-    """Seconds of silence after which the parent kills a worker (0: never).
-
-    Shared by index, a stuck worker's partitions wait for it for ever. In a group,
-    the coordinator drops it after the session timeout and hands its partitions to
-    the others, who cannot open their tables while it lives and holds their RocksDB
-    locks (the table dir is shared): they retry for 30 s, then crash. So in a group
-    the parent kills it by then."""
+    """Seconds of silence after which the parent kills a worker (0: never). Shared by
+    index, its partitions wait for it; in a group, the others get them after the
+    session timeout and cannot open their tables while it holds the locks."""
     after = settings.worker.hung_after
     if settings.kafka.members or after <= 0:
         return after

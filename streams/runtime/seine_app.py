@@ -55,6 +55,9 @@ class SeineApp:
     drained_since: float | None = None
     #: monotonic time a SIGTERM started the hand-over (`hand_over`); None until then.
     handing_over_since: float | None = None
+    #: Wall-clock time by which a worker stopping on its own (a lost cluster) will have
+    #: exited: its timers are stopped, so its parent must not take it for hung till then.
+    stopping_until: float | None = None
 
     def status(self) -> dict[str, Any]:
         """This worker's counters, for a supervisor that sums them over workers."""
@@ -111,6 +114,7 @@ class SeineApp:
             # crawl's supervisor prints them: where did the unhandled message stop?)
             "lagging": lagging_partitions(self.app, self._consumed_topics),
             "at": time.time(),
+            "stopping_until": self.stopping_until,
             "pid": os.getpid(),
         }
 

@@ -56,6 +56,8 @@ class Supervisor:
         self.stuck = StuckPartitions(self.settings.kafka.stuck_rewind_after)
         #: the watch a SIGTERM started (`hand_over`), referenced until it is done
         self._watching: asyncio.Future[None] | None = None
+        #: the commit at idle (`settle_commits`) in progress, if one is
+        self._settling: asyncio.Future[None] | None = None
 
     def install(self) -> None:
         app = self.app
@@ -136,14 +138,19 @@ class Supervisor:
         down = await loop.run_in_executor(None, producer.brokers_down_for)
         if down >= self.settings.kafka.broker_lost_timeout:
             lost_broker(seine, down)
+            self.write_status()  # with its stopping_until, the last before the exit
 
     async def watch(self) -> None:
         seine = self.seine
         if seine.on_progress is not None:
             seine.on_progress(seine)
         if self.status_path is not None:
-            await self.settle_commits()
+            # the status first: a commit waits on the cluster (for ever while it is
+            # gone), and a worker whose status stops is killed as hung (kill_hung);
+            # the commit's hook writes the status again once it is made
             self.write_status()
+            if self._settling is None or self._settling.done():
+                self._settling = asyncio.ensure_future(self.settle_commits())
         if seine.handing_over_since is not None and not seine.finished:
             await self._handing_over()
             return
@@ -249,6 +256,7 @@ def lost_broker(seine: SeineApp, down: float) -> None:
         file=sys.stderr,
         flush=True,
     )
+    seine.stopping_until = time.time() + LOST_BROKER_EXIT_AFTER
     seine.stop(EXIT_BROKER_LOST)
 
     def exit_now() -> None:

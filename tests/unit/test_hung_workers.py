@@ -32,3 +32,11 @@ def test_in_a_group_a_silent_worker_is_killed_by_the_session_timeout() -> None:
 def test_shared_by_index_a_silent_worker_is_killed_after_hung_after() -> None:
     env = {"SEINE_HUNG_AFTER": "60", "SEINE_SESSION_TIMEOUT": "10", "SEINE_MEMBERS": "2"}
     assert hung_limit(load_settings(environ=env)) == 60.0
+
+
+def test_a_worker_stopping_on_its_own_is_given_till_the_time_it_named() -> None:
+    # a worker that lost its cluster stops its timers and exits by stopping_until
+    stopping = {"at": 50.0, "stopping_until": 65.0}
+    assert hung([stopping], now=70.0, after=6.0) == []
+    assert hung([stopping], now=72.0, after=6.0) == [0]
+    assert hung([{"at": 50.0, "stopping_until": None}], now=70.0, after=6.0) == [0]
