@@ -4,10 +4,13 @@ one, its default; and README names every flag, so its synopsis and `--help` agre
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import typing
 from collections.abc import Iterator
 from pathlib import Path
 
 from streams.cli.parser import build_parser
+from streams.settings import Settings
 
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
 
@@ -50,3 +53,21 @@ def test_defaults_are_shown_from_the_settings() -> None:
     assert "(default: 20)" in helps[("demo", "--hosts")]
     assert "(default: off)" in helps[("crawl", "--web-port")]
     assert "==SUPPRESS==" not in " ".join(helps.values())
+
+
+def setting_names(cls: type) -> Iterator[str]:
+    """Every field of `cls`, a group's fields in place of the group."""
+    hints = typing.get_type_hints(cls)
+    for field in dataclasses.fields(cls):
+        kind = hints[field.name]
+        if isinstance(kind, type) and dataclasses.is_dataclass(kind):
+            yield from setting_names(kind)
+        else:
+            yield field.name
+
+
+def test_every_setting_is_in_the_readmes_settings_table() -> None:
+    table = README[README.index("| group | fields |") :]
+    table = table[: table.index("\n\n")]
+    missing = [name for name in setting_names(Settings) if name not in table]
+    assert missing == []
