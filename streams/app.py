@@ -22,7 +22,6 @@ import faust
 import mode.loop
 
 import topology
-from streams.core import allocator
 from streams.core.filters import FilterConfig
 from streams.core.freshness import RevisitPolicy, RevisitSchedule
 from streams.core.frontier import Frontier, Politeness
@@ -134,9 +133,6 @@ def create_app(settings: Settings) -> SeineApp:
         # the thread's event loop, so choosing uvloop in run_worker, as Seine did, was
         # too late and every worker ran on asyncio's selector loop.
         mode.loop.use("uvloop")
-    # before the producer's and RocksDB's threads allocate (`seine crawl` and `seine
-    # worker` set it earlier, before their admin clients' threads: run_crawl)
-    allocator.limit_arenas(settings.worker.malloc_arenas)
     app = faust_app(settings)
     ctx = StageContext(app, settings)
     app.seine_producer = ctx.producer  # type: ignore[attr-defined]

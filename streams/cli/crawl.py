@@ -76,8 +76,9 @@ def run_crawl(
     from streams.app import create_app, run_worker
     from streams.core.allocator import limit_arenas, tune_malloc
 
-    tune_malloc()  # this process is a worker from here on: see streams/core/allocator.py
-    # before broker_for: its admin client's librdkafka threads would each take an arena
+    # this process is a worker from here on (streams/core/allocator.py); the arena cap
+    # before any thread allocates: broker_for's admin client starts librdkafka's
+    tune_malloc()
     limit_arenas(settings.worker.malloc_arenas)
     with broker_for(settings) as effective:
         seine = create_app(effective)

@@ -55,12 +55,12 @@ def lagging_partitions(app: Any, topics: Iterable[str]) -> list[dict[str, Any]]:
             position = state._position  # None until the position is known
             read = consumer._read_offset.get(tp)
             committed = consumer._committed_offset.get(tp)
-            never_committed = committed is None
-            if never_committed:
-                # Nothing committed yet: the commit guard expects the first commit to
-                # cover the partition's head (commit_guard), so a worker that handed
-                # on offsets past it shows them held until that commit is made.
-                committed = heads.get(tp)
+            # Nothing committed yet: the commit guard expects the first commit to cover
+            # the partition's head (commit_guard), so a worker that handed on offsets
+            # past it shows them held until that commit is made.
+            at_head = committed is None and tp in heads
+            if at_head:
+                committed = heads[tp]
             handed = read + 1 if read is not None else committed
             paused = bool(state.paused) or tp in paused_by_faust
             behind = high is not None and (
@@ -84,7 +84,7 @@ def lagging_partitions(app: Any, topics: Iterable[str]) -> list[dict[str, Any]]:
                     "paused": paused,
                     "buffered": tp in buffered,
                     "active": active is None or tp in active,
-                    **({"head": True} if never_committed and committed is not None else {}),
+                    "head": at_head,
                 }
             )
         return out

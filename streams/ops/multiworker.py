@@ -26,7 +26,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,7 @@ from streams.core.stats import ERROR_OUTCOMES, top_reasons
 from streams.kafka.consumer_state import describe as describe_lagging
 from streams.ops.ending import UNFINISHED_GRACE, UnfinishedWait, unfinished_partitions
 from streams.ops.exits import EXIT_BROKER_LOST, EXIT_NOTHING_FETCHED, nothing_fetched_failure
+from streams.ops.hung_workers import hung_limit, kill_hung
 from streams.ops.progress import Progress, ProgressFigures, print_idle_from
 from streams.settings import Settings
 
@@ -326,42 +327,6 @@ def replace_dead(
         )
         procs[index], _status = start_worker(settings, index, embedded=embedded)
     return True
-
-
-def hung(statuses: Sequence[Mapping[str, Any] | None], now: float, after: float) -> list[int]:
-    """The workers whose last status is older than `after` seconds (wall clock): a
-    live worker writes it every 0.25 s, so one that stopped is stuck (a blocked event
-    loop, a stopped process). A worker without a status yet is starting; one stopping
-    on its own is given till the time it named (`stopping_until`)."""
-    last = [
-        None if s is None else max(float(s.get("at", now)), float(s.get("stopping_until") or 0))
-        for s in statuses
-    ]
-    return [i for i, at in enumerate(last) if after > 0 and at is not None and now - at > after]
-
-
-def hung_limit(settings: Settings) -> float:
-    """Seconds of silence after which the parent kills a worker (0: never). Shared by
-    index, its partitions wait for it; in a group, the others get them after the
-    session timeout and cannot open their tables while it holds the locks."""
-    after = settings.worker.hung_after
-    if settings.kafka.members or after <= 0:
-        return after
-    return min(after, settings.kafka.session_timeout)
-
-
-def kill_hung(
-    procs: list[subprocess.Popen[bytes]], statuses: list[dict[str, Any] | None], after: float
-) -> None:
-    """SIGKILL each live worker `hung` names; `replace_dead` starts it again."""
-    for index in hung(statuses, time.time(), after):
-        if procs[index].poll() is None:
-            print(
-                f"seine: worker-{index} has not reported for {after:.0f}s; killing it",
-                file=sys.stderr,
-                flush=True,
-            )
-            procs[index].kill()
 
 
 class Signals:

@@ -1,10 +1,10 @@
 """The parent of `seine crawl --workers N` kills a worker whose status stopped coming
-(streams/ops/multiworker.py, `hung`): shared by index, nobody else would take its
+(streams/ops/hung_workers.py): shared by index, nobody else would take its
 partitions; in a group, the others would wait on its table locks."""
 
 from __future__ import annotations
 
-from streams.ops.multiworker import hung, hung_limit
+from streams.ops.hung_workers import hung, hung_limit
 from streams.settings import load_settings
 
 
